@@ -1,0 +1,66 @@
+"""tensorplay_graph: compile TensorPlay programs around their custom operators.
+
+>>> import tensorplay as tp, tensorplay_graph as tpg
+>>> gm = tpg.capture(lambda x: (x * 2).relu(), tp.randn(4, 8))
+>>> print(gm.code)                                  # doctest: +SKIP
+
+Public names are resolved lazily so that importing the package needs only
+numpy, networkx and graphviz.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    # IR
+    "Node": "tensorplay_graph.ir.node",
+    "Graph": "tensorplay_graph.ir.graph",
+    "GraphModule": "tensorplay_graph.ir.graph_module",
+    "TensorMeta": "tensorplay_graph.ir.meta",
+    "map_arg": "tensorplay_graph.ir.node",
+    # errors
+    "TensorPlayGraphError": "tensorplay_graph.errors",
+    "GraphCaptureError": "tensorplay_graph.errors",
+    "GraphLintError": "tensorplay_graph.errors",
+    "ShapeError": "tensorplay_graph.errors",
+    "UnsupportedOpError": "tensorplay_graph.errors",
+    "LoweringError": "tensorplay_graph.errors",
+    # capture
+    "capture": "tensorplay_graph.capture",
+    "Tracer": "tensorplay_graph.capture",
+    "Proxy": "tensorplay_graph.capture",
+    "capturing": "tensorplay_graph.capture",
+    "capture_call": "tensorplay_graph.capture",
+    # execution and drawing
+    "Interpreter": "tensorplay_graph.interpreter",
+    "render": "tensorplay_graph.render",
+    # compiler
+    "explain": "tensorplay_graph.explain",
+    "Explanation": "tensorplay_graph.explain",
+    "compile": "tensorplay_graph.compile",
+}
+
+_SUBMODULES = ("library", "ops", "prims", "passes", "backends", "ir", "frameworks")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        module = importlib.import_module(f"tensorplay_graph.{name}")
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'tensorplay_graph' has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBMODULES))
+
+
+__all__ = sorted(_EXPORTS)

@@ -1,0 +1,59 @@
+"""The Backend protocol, Region and Kernel records, and the backend registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Protocol, runtime_checkable
+
+from ..ir.node import Node
+
+
+@dataclass
+class Region:
+    """A convex, barrier-free set of nodes claimed by one backend.
+
+    ``nodes`` are in graph (topological) order; ``inputs`` are the values the
+    region reads from outside (nodes or constants), in first-use order;
+    ``outputs`` are the region nodes read outside the region, in graph order.
+    """
+
+    id: int
+    backend: str
+    nodes: List[Node]
+    inputs: List[Node] = field(default_factory=list)
+    outputs: List[Node] = field(default_factory=list)
+
+    @property
+    def names(self) -> List[str]:
+        return [n.name for n in self.nodes]
+
+
+@dataclass
+class Kernel:
+    """A compiled region: ``fn(*input_values) -> tuple(output_values)``.
+
+    ``source`` and ``launch`` are kept for inspection (``explain()``, render).
+    """
+
+    name: str
+    backend: str
+    fn: Callable[..., Any]
+    source: str = ""
+    launch: Dict[str, Any] = field(default_factory=dict)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+    def __repr__(self) -> str:
+        return f"<Kernel {self.name} ({self.backend})>"
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What a backend provides. ``supports`` returns ``None`` or a reason string."""
+
+    name: str
+
+    def supports(self, node: Node) -> Optional[str]: ...
+
+    def compile(self, region: Region) -> Kernel: ...

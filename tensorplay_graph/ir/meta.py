@@ -1,0 +1,102 @@
+"""Typed node metadata shared by passes.
+
+``TensorMeta`` is framework-neutral: dtypes are canonical strings (``"float32"``),
+devices are strings (``"cpu"``, ``"cuda:0"``).
+
+Documented ``node.meta`` keys and the pass that writes each:
+
+==================  =============================  ==========================================
+key                 written by                     value
+==================  =============================  ==========================================
+``tensor_meta``     capture / ``shape_prop``       ``TensorMeta`` or a tuple of them
+``val``             importers (tensorplay / fx)    the framework's example/fake value
+``stack``           capture                        ``"file:line in fn"`` of the user's call
+``prim``            ``normalize``                  ``prims.Prim`` record
+``prim_args``       ``normalize``                  ``dict`` canonical argument name -> value
+``barrier``         ``barriers``                   ``Barrier(code, reason)``
+``region``          ``partition``                  region id (``int``)
+``declined``        ``partition``                  ``dict`` backend name -> reason
+``kernel``          ``lower``                      the compiled ``Kernel`` of a lowered node
+``subgraph``        ``lower``                      the ``Graph`` the kernel was compiled from
+==================  =============================  ==========================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Tuple
+
+FLOATING_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64"})
+INTEGER_DTYPES = frozenset({"uint8", "int8", "int16", "int32", "int64"})
+ALL_DTYPES = FLOATING_DTYPES | INTEGER_DTYPES | {"bool", "complex64", "complex128"}
+
+
+def contiguous_strides(shape: Tuple[int, ...]) -> Tuple[int, ...]:
+    """Row-major strides of ``shape`` (in elements)."""
+    strides = []
+    running = 1
+    for size in reversed(shape):
+        strides.append(running)
+        running *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """Shape, dtype, device and strides of one tensor value (no data).
+
+    >>> TensorMeta((4, 8), "float32").stride
+    (8, 1)
+    """
+
+    shape: Tuple[int, ...]
+    dtype: str
+    device: str = "cpu"
+    stride: Optional[Tuple[int, ...]] = None
+    requires_grad: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+        if self.stride is None:
+            object.__setattr__(self, "stride", contiguous_strides(self.shape))
+        else:
+            object.__setattr__(self, "stride", tuple(int(s) for s in self.stride))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def device_type(self) -> str:
+        return self.device.split(":", 1)[0]
+
+    @property
+    def is_floating(self) -> bool:
+        return self.dtype in FLOATING_DTYPES
+
+    @property
+    def is_contiguous(self) -> bool:
+        return all(
+            size == 1 or st == cst
+            for size, st, cst in zip(self.shape, self.stride, contiguous_strides(self.shape))
+        )
+
+    def with_(self, **changes: Any) -> "TensorMeta":
+        """A copy with some fields replaced; strides reset to contiguous when shape changes."""
+        fields = dict(shape=self.shape, dtype=self.dtype, device=self.device,
+                      stride=self.stride, requires_grad=self.requires_grad)
+        if "shape" in changes and "stride" not in changes:
+            changes["stride"] = None
+        fields.update(changes)
+        return TensorMeta(**fields)
+
+    def __str__(self) -> str:
+        dims = "x".join(str(s) for s in self.shape) or "scalar"
+        return f"{self.dtype}[{dims}]"

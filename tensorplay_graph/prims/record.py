@@ -1,0 +1,54 @@
+"""The ``Prim`` record: everything about one canonical op, in one place."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Optional, Tuple
+
+#: Kinds of prims. ``norm`` is a row-wise fused pattern (softmax, layer_norm ...).
+KINDS = ("pointwise", "reduction", "norm", "matmul", "view", "opaque")
+
+
+@dataclass
+class Prim:
+    """One canonical op.
+
+    * ``signature`` -- a Python function whose parameters are the canonical
+      arguments (``def add(a, b, alpha=1)``); ``normalize`` binds a node's
+      args/kwargs to it and stores the result in ``node.meta["prim_args"]``.
+    * ``meta`` -- pure rule ``(**prim_args with TensorMeta for tensors) -> TensorMeta``.
+    * ``spellings`` -- the callables, method names and ``operator`` functions
+      that normalize to this prim, as ``"tensorplay:add"``, ``"torch:add"``,
+      ``"torch.nn.functional:gelu"``, ``"method:add"``, ``"operator:add"``.
+    * ``lowerings`` -- backend name -> lowering template (backend-specific object).
+    * ``side_effect`` / ``random`` / ``data_dependent`` -- barrier flags.
+    """
+
+    name: str
+    kind: str
+    signature: Callable[..., Any]
+    meta: Callable[..., Any]
+    spellings: Tuple[str, ...] = ()
+    lowerings: Dict[str, Any] = field(default_factory=dict)
+    side_effect: bool = False
+    random: bool = False
+    data_dependent: bool = False
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"prim {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
+        self._sig = inspect.signature(self.signature)
+
+    def bind(self, args: tuple, kwargs: dict) -> Dict[str, Any]:
+        """Canonical argument dict (defaults applied) for a call's args/kwargs."""
+        bound = self._sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return dict(bound.arguments)
+
+    def lowering(self, backend: str) -> Optional[Any]:
+        return self.lowerings.get(backend)
+
+    def __repr__(self) -> str:
+        return f"<prim {self.name} ({self.kind})>"
