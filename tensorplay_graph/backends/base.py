@@ -28,11 +28,12 @@ class Region:
         return [n.name for n in self.nodes]
 
 
-@dataclass
+@dataclass(eq=False)
 class Kernel:
     """A compiled region: ``fn(*input_values) -> tuple(output_values)``.
 
     ``source`` and ``launch`` are kept for inspection (``explain()``, render).
+    Compared and hashed by identity: a Kernel is a graph node's target.
     """
 
     name: str

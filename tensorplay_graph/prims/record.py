@@ -23,6 +23,11 @@ class Prim:
       ``"torch.nn.functional:gelu"``, ``"method:add"``, ``"operator:add"``.
     * ``lowerings`` -- backend name -> lowering template (backend-specific object).
     * ``side_effect`` / ``random`` / ``data_dependent`` -- barrier flags.
+    * ``aliases`` -- framework keyword names -> canonical names (``"self": "a"``);
+      ``input``/``self`` always alias the first canonical parameter.
+    * ``adapters`` -- spelling -> ``fn(args, kwargs) -> canonical dict`` for spellings
+      whose argument order differs from ``signature`` (``"torch:var"``,
+      ``"method:view"``; ``"tensorplay.method:var"`` for TensorPlay-only methods).
     """
 
     name: str
@@ -35,6 +40,8 @@ class Prim:
     random: bool = False
     data_dependent: bool = False
     doc: str = ""
+    aliases: Dict[str, str] = field(default_factory=dict)
+    adapters: Dict[str, Callable[..., Dict[str, Any]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -49,6 +56,22 @@ class Prim:
 
     def lowering(self, backend: str) -> Optional[Any]:
         return self.lowerings.get(backend)
+
+    def render(self, backend: str, **args: Any) -> str:
+        """Expression text of this prim for ``backend``.
+
+        ``args`` are the canonical arguments: tensor operands as expression
+        strings (simple names -- templates may repeat them), Python scalars and
+        static arguments as values. String templates are ``str.format``-ed;
+        callable templates are called with the same keywords.
+        """
+        template = self.lowerings.get(backend)
+        if template is None:
+            raise KeyError(f"prim {self.name!r} has no {backend!r} lowering; add one to "
+                           f"its record's lowerings (have: {sorted(self.lowerings)})")
+        if callable(template):
+            return template(**args)
+        return template.format(**args)
 
     def __repr__(self) -> str:
         return f"<prim {self.name} ({self.kind})>"

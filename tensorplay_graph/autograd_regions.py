@@ -1,0 +1,102 @@
+"""How compiled graphs run when gradients are needed.
+
+Policy (the simplest one that is always correct): generated kernels have no
+backward formula, so when any input or captured parameter requires grad and
+the framework's grad mode is on, the *captured* graph runs through eager
+dispatch instead of the lowered one. The framework's autograd then records
+every op, and custom ops go through their own ``register_autograd``
+formulas, so results and gradients equal eager. Without grad (inference,
+``no_grad``) the lowered graph with its fused kernels runs. The switch is
+decided per call and logged once per process.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any, Callable, Iterable, Optional
+
+from .frameworks import framework_of, is_tensor
+
+logger = logging.getLogger("tensorplay_graph.compile")
+
+_policy_logged = False
+
+
+def grad_enabled(framework: str) -> bool:
+    """The framework's global grad mode (``True`` if it was never imported)."""
+    module = sys.modules.get(framework)
+    check = getattr(module, "is_grad_enabled", None)
+    return bool(check()) if callable(check) else True
+
+
+def needs_autograd(values: Iterable[Any]) -> bool:
+    """True when some tensor in ``values`` requires grad under an enabled grad mode."""
+    for value in values:
+        if is_tensor(value) and value.requires_grad and grad_enabled(framework_of(value)):
+            return True
+    return False
+
+
+def graph_constants(gm: Any) -> list:
+    """Tensors a GraphModule reads through ``get_attr`` (parameters, buffers, constants)."""
+    found = []
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        value = gm
+        try:
+            for part in str(node.target).split("."):
+                value = getattr(value, part)
+        except AttributeError:
+            continue
+        if is_tensor(value):
+            found.append(value)
+    return found
+
+
+def _log_policy_once() -> None:
+    global _policy_logged
+    if not _policy_logged:
+        _policy_logged = True
+        logger.info(
+            "inputs require grad: running the captured graph through eager dispatch "
+            "(no lowered kernels) so autograd records every op; custom ops keep their "
+            "register_autograd formulas")
+
+
+class GraphRunner:
+    """One compiled specialization: the captured graph and its lazily lowered twin.
+
+    ``lower(args)`` builds the lowered callable from the first call's inputs
+    that actually needs it, so a training-only specialization never pays for
+    kernel compilation. ``lowered is None`` after ``lower`` returned ``None``
+    means "no backend chosen": the captured graph is the interpreter.
+    """
+
+    def __init__(self, captured: Callable[..., Any],
+                 lower: Optional[Callable[[tuple], Optional[Callable[..., Any]]]],
+                 constants: Iterable[Any] = ()) -> None:
+        self.captured = captured
+        self._lower = lower
+        self._lowered: Optional[Callable[..., Any]] = None
+        self._grad_constants = [c for c in constants if c.requires_grad]
+
+    @property
+    def lowered(self) -> Optional[Callable[..., Any]]:
+        """The lowered callable, or ``None`` if not built yet / not needed."""
+        return self._lowered
+
+    def uses_eager_autograd(self, args: tuple) -> bool:
+        """Whether this call must take the eager-dispatch path (see module docstring)."""
+        return needs_autograd(args) or needs_autograd(self._grad_constants)
+
+    def __call__(self, *args: Any) -> Any:
+        if self.uses_eager_autograd(args):
+            if self._lower is not None or self._lowered is not None:
+                _log_policy_once()
+            return self.captured(*args)
+        if self._lower is not None:
+            self._lowered = self._lower(args)  # raises loudly; retried next call
+            self._lower = None
+        return (self._lowered or self.captured)(*args)

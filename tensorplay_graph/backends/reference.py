@@ -1,0 +1,183 @@
+"""The ``"reference"`` backend: a region becomes ONE generated NumPy function.
+
+It exists so the whole pipeline (partition, lower, run) is exercised and
+tested without a GPU, and as the simplest example of a backend: ``supports``
+reads the prim record and ``TensorMeta``; ``compile`` renders each node's
+``prim.lowerings["reference"]`` template into one Python function, casts each
+value to its node's dtype, and converts results back to the inputs' framework
+(TensorPlay or torch).
+
+>>> from tensorplay_graph.backends import get_backend
+>>> ref = get_backend("reference")
+>>> kernel = ref.compile(region)                      # doctest: +SKIP
+>>> print(kernel.source)                              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import keyword
+import linecache
+import logging
+from typing import Any, Callable, Dict, Iterable, Optional
+
+import numpy as np
+
+from ..frameworks import framework_of
+from ..ir.meta import FLOATING_DTYPES, INTEGER_DTYPES, TensorMeta
+from .base import Kernel, Region
+from .registry import register_backend
+
+__all__ = ["ReferenceBackend", "BACKEND"]
+
+log = logging.getLogger(__name__)
+
+# NumPy has no bfloat16; complex values are outside the prims' reference rules.
+SUPPORTED_DTYPES = frozenset((FLOATING_DTYPES - {"bfloat16"}) | INTEGER_DTYPES | {"bool"})
+_NP_DTYPE = {d: ("bool_" if d == "bool" else d) for d in SUPPORTED_DTYPES}
+_RESERVED = frozenset({"np", "erf", "inf", "nan", "_cast", "_to_numpy", "_from_numpy",
+                       "_framework", "framework", "kernel"})
+_CACHE: Dict[str, Callable[..., Any]] = {}
+
+
+# ----------------------------------------------------------------------------- runtime helpers
+
+def _to_numpy(value: Any) -> Any:
+    framework = framework_of(value)
+    if framework == "torch":
+        return value.detach().numpy()
+    if framework == "tensorplay":
+        return value.detach().numpy() if getattr(value, "requires_grad", False) else value.numpy()
+    return value
+
+
+def _from_numpy(value: Any, framework: Optional[str]) -> Any:
+    array = np.ascontiguousarray(value).reshape(np.shape(value))  # ascontiguousarray makes 0-d 1-d
+    if framework == "torch":
+        import torch
+        return torch.from_numpy(array)
+    if framework == "tensorplay":
+        import tensorplay
+        return tensorplay.from_numpy(array)
+    return array
+
+
+def _framework(values: Iterable[Any]) -> Optional[str]:
+    for value in values:
+        framework = framework_of(value)
+        if framework is not None:
+            return framework
+    return None
+
+
+def _cast(value: Any, dtype: str) -> Any:
+    return np.asarray(value).astype(_NP_DTYPE[dtype], copy=False)
+
+
+def _namespace() -> Dict[str, Any]:
+    from ..prims.pointwise import REFERENCE_NAMESPACE  # np and an exact vectorised erf
+
+    return {**REFERENCE_NAMESPACE, "np": np, "inf": np.inf, "nan": np.nan, "_cast": _cast,
+            "_to_numpy": _to_numpy, "_from_numpy": _from_numpy, "_framework": _framework}
+
+
+# ----------------------------------------------------------------------------- the backend
+
+def _tensor_metas(node) -> Iterable[TensorMeta]:
+    meta = node.meta.get("tensor_meta")
+    if isinstance(meta, TensorMeta):
+        yield meta
+
+
+class ReferenceBackend:
+    """Pointwise and reduction prims on CPU, numeric dtypes other than bfloat16.
+
+    ``kinds`` selects the prim kinds it claims (views are left out by default:
+    a kernel returns fresh tensors, so it cannot keep a view's aliasing).
+    """
+
+    name = "reference"
+    #: Devices where its kernels are worth choosing over eager dispatch (none: it is a model).
+    profitable_devices: tuple = ()
+
+    def __init__(self, kinds: Iterable[str] = ("pointwise", "reduction")) -> None:
+        self.kinds = tuple(kinds)
+
+    def supports(self, node) -> Optional[str]:
+        """``None`` if this backend can compile ``node``, else the reason it cannot."""
+        prim = node.meta.get("prim")
+        if prim is None:
+            return "no prim (run normalize first, or the op has no prim record)"
+        if prim.kind not in self.kinds:
+            return f"handles {'/'.join(self.kinds)} prims, not {prim.kind} ({prim.name})"
+        if prim.lowering("reference") is None:
+            return f"prim {prim.name} has no 'reference' lowering in its record"
+        meta = node.meta.get("tensor_meta")
+        if not isinstance(meta, TensorMeta):
+            return "no single tensor_meta on the node (run shape_prop first)"
+        for value_meta in [meta, *(m for i in node.all_input_nodes for m in _tensor_metas(i))]:
+            if value_meta.device_type != "cpu":
+                return f"runs on cpu only, got a tensor on {value_meta.device}"
+            if value_meta.dtype not in SUPPORTED_DTYPES:
+                return f"dtype {value_meta.dtype} is not supported (NumPy has no such type)"
+        return None
+
+    def compile(self, region: Region) -> Kernel:
+        """One Python function for the whole region, cached by its source's hash."""
+        source = generate_source(region)
+        digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+        fn = _CACHE.get(digest)
+        if fn is None:
+            filename = f"<tpgraph-reference-{digest}>"
+            linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+            namespace = _namespace()
+            exec(compile(source, filename, "exec"), namespace)
+            fn = _CACHE[digest] = namespace["kernel"]
+        return Kernel(name=f"reference_{digest}", backend=self.name, fn=fn, source=source,
+                      launch={"cache_key": digest})
+
+
+def _local_names(region: Region) -> Dict[Any, str]:
+    names: Dict[Any, str] = {}
+    taken = set(_RESERVED)
+    for i, node in enumerate([*region.inputs, *region.nodes]):
+        name = node.name
+        if not name.isidentifier() or keyword.iskeyword(name) or name in taken:
+            name = f"v{i}"
+            while name in taken:
+                name = f"{name}_"
+        taken.add(name)
+        names[node] = name
+    return names
+
+
+def _render_node(node, names: Dict[Any, str]) -> str:
+    from ..ir.node import map_arg
+
+    prim = node.meta["prim"]
+    args = map_arg(node.meta["prim_args"], lambda n: names[n])
+    expr = prim.render("reference", **args)
+    meta = node.meta.get("tensor_meta")
+    if isinstance(meta, TensorMeta) and meta.dtype in SUPPORTED_DTYPES:
+        return f"_cast({expr}, {meta.dtype!r})"
+    return f"np.asarray({expr})"
+
+
+def generate_source(region: Region) -> str:
+    """The Python source of ``kernel(*inputs) -> tuple(outputs)`` for ``region``."""
+    names = _local_names(region)
+    params = [names[n] for n in region.inputs]
+    lines = [f"# tensorplay_graph reference kernel: region {region.id}",
+             f"# nodes: {', '.join(n.name for n in region.nodes)}",
+             f"def kernel({', '.join(params)}):",
+             f"    framework = _framework(({''.join(p + ', ' for p in params)}))"]
+    lines += [f"    {p} = _to_numpy({p})" for p in params]
+    for node in region.nodes:
+        prim = node.meta["prim"].name
+        lines.append(f"    {names[node]} = {_render_node(node, names)}  # {prim}")
+    outs = "".join(f"_from_numpy({names[o]}, framework), " for o in region.outputs)
+    lines.append(f"    return ({outs})")
+    return "\n".join(lines) + "\n"
+
+
+BACKEND = register_backend(ReferenceBackend())

@@ -1,0 +1,184 @@
+"""Fused pointwise kernels: a small description -> a TileLang program -> a callable.
+
+A :class:`PointwiseDesc` lists broadcastable inputs, let-bound steps (TileLang
+expressions over earlier names, computed in float32) and outputs. The program
+walks the output's flat index space in blocks: on CUDA one thread block per
+``BLOCK`` elements (``T.Parallel``), on the CPU ``"c"`` target a serial loop per
+block whose outer loop is parallelised with OpenMP.
+
+CPU builds: TileLang 0.1.15 builds ``target="c"`` kernels at ``-O0`` (its
+export path passes no flags on Linux), which made a fused 8-op chain slower
+than TensorPlay eager. So for ``"c"`` we take TileLang's lowered C source
+(``tilelang.lower``) and build it ourselves with ``-O3 -march=native -fopenmp``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Tuple
+
+from ...errors import LoweringError
+from . import cache
+from .program import contiguous, empty, header, numel
+
+CPU_FLAGS = ["-O3", "-march=native", "-fopenmp", "-std=c++17", "-w"]
+GPU_BLOCK, GPU_THREADS = 1024, 256
+CPU_BLOCK = 4096
+
+
+@dataclass(frozen=True)
+class PwInput:
+    name: str
+    shape: Tuple[int, ...]  # broadcastable to the output shape
+    dtype: str
+
+
+@dataclass(frozen=True)
+class PwStep:
+    name: str
+    expr: str  # TileLang expression over input/step names
+
+
+@dataclass(frozen=True)
+class PwOutput:
+    name: str  # an input or step name
+    dtype: str
+
+
+@dataclass(frozen=True)
+class PointwiseDesc:
+    """A fused pointwise region: everything the generator needs, nothing from the IR."""
+
+    shape: Tuple[int, ...]
+    inputs: Tuple[PwInput, ...]
+    steps: Tuple[PwStep, ...]
+    outputs: Tuple[PwOutput, ...]
+    sources: Tuple[str, ...] = ()
+
+
+def _index_expr(in_shape: Tuple[int, ...], out_shape: Tuple[int, ...]) -> str:
+    """Flat index into a (broadcast) input from the output's flat index ``idx``."""
+    if tuple(in_shape) == tuple(out_shape):
+        return "idx"
+    if numel(in_shape) == 1:
+        return "0"
+    padded = (1,) * (len(out_shape) - len(in_shape)) + tuple(in_shape)
+    terms, in_stride, out_stride = [], 1, 1
+    for d in range(len(out_shape) - 1, -1, -1):
+        if padded[d] != 1:
+            coord = "idx" if out_stride == 1 else f"(idx // {out_stride})"
+            if d > 0:
+                coord = f"({coord} % {out_shape[d]})"
+            terms.append(coord if in_stride == 1 else f"{coord} * {in_stride}")
+            in_stride *= padded[d]
+        out_stride *= out_shape[d]
+    return " + ".join(reversed(terms))
+
+
+def render(desc: PointwiseDesc, target: str) -> str:
+    """The TileLang program text for ``desc`` on ``target`` (``"cuda"`` or ``"c"``)."""
+    total = numel(desc.shape)
+    gpu = target != "c"
+    block = min(GPU_BLOCK if gpu else CPU_BLOCK, max(total, 1))
+    params = [f'{p.name}: T.Tensor(({numel(p.shape)},), "{p.dtype}")' for p in desc.inputs]
+    params += [f'out{k}: T.Tensor((numel,), "{o.dtype}")' for k, o in enumerate(desc.outputs)]
+    lines = [header("pointwise", desc.sources),
+             "import tilelang.language as T", "",
+             f"numel = {total}", f"BLOCK = {block}", "", "",
+             "@T.prim_func", f"def main({', '.join(params)}):"]
+    if gpu:
+        lines += [f"    with T.Kernel(T.ceildiv(numel, BLOCK), threads={GPU_THREADS}) as bx:",
+                  "        for i in T.Parallel(BLOCK):"]
+    else:
+        lines += ["    with T.Kernel(T.ceildiv(numel, BLOCK), threads=1) as bx:",
+                  "        for i in T.serial(BLOCK):"]
+    body = ["idx = bx * BLOCK + i"]
+    for p in desc.inputs:
+        body.append(f'{p.name}_v = T.Cast("float32", {p.name}[{_index_expr(p.shape, desc.shape)}])')
+    for s in desc.steps:
+        body.append(f"{s.name}_v = {s.expr}")
+    for k, o in enumerate(desc.outputs):
+        body.append(f'out{k}[idx] = T.Cast("{o.dtype}", {o.name}_v)')
+    indent = "            "
+    if total % block:
+        lines.append(indent + body[0])
+        lines.append(indent + "if idx < numel:")
+        body, indent = body[1:], indent + "    "
+    lines += [indent + b for b in body]
+    return "\n".join(lines) + "\n"
+
+
+def value_name(name: str) -> str:
+    """How a step expression refers to input/step ``name`` inside the loop body."""
+    return f"{name}_v"
+
+
+class PointwiseKernel:
+    """Callable ``kernel(*inputs) -> tuple(outputs)`` for one :class:`PointwiseDesc`."""
+
+    def __init__(self, desc: PointwiseDesc, target: str) -> None:
+        self.desc, self.target = desc, target
+        self.source = render(desc, target)
+        self.key = cache.digest(self.source, desc.shape, [i.dtype for i in desc.inputs],
+                                cache.tilelang_version(), target)
+        self._fn: Optional[Callable[..., Any]] = None
+        self.c_source = ""
+
+    def build(self) -> "PointwiseKernel":
+        if self._fn is None:
+            self._fn = self._build_c() if self.target == "c" else self._build_cuda()
+        return self
+
+    def _build_cuda(self) -> Callable[..., Any]:
+        import tilelang
+        program = cache.load_program(self.source, self.key).main
+        n_in = len(self.desc.inputs)
+        out_idx = list(range(n_in, n_in + len(self.desc.outputs)))
+        return tilelang.compile(program, out_idx=out_idx, target="cuda")
+
+    def _build_c(self) -> Callable[..., Any]:
+        import tilelang
+        program = cache.load_program(self.source, self.key).main
+        c_source = tilelang.lower(program, target="c").kernel_source
+        # The outer loop over blocks is ours (see render); its iterations are independent.
+        c_source, hits = re.subn(r"\n(\s*)for \(int32_t bx = ", r"\n\1#pragma omp parallel for\n\1for (int32_t bx = ",
+                                 c_source, count=1)
+        if hits != 1:
+            raise LoweringError("tilelang backend: lowered C source has no block loop to parallelise; "
+                                "TileLang's C codegen changed -- update pointwise._build_c")
+        self.c_source = c_source
+        symbol = re.search(r"int32_t (\w+)\(", c_source).group(1)
+        include = os.path.join(os.path.dirname(tilelang.__file__), "src")
+        lib = ctypes.CDLL(str(cache.build_shared_library(c_source, self.key, [include], CPU_FLAGS)))
+        fn = getattr(lib, symbol)
+        fn.argtypes = [ctypes.c_void_p] * (len(self.desc.inputs) + len(self.desc.outputs))
+        fn.restype = ctypes.c_int32
+        return fn
+
+    def __call__(self, *inputs: Any) -> Tuple[Any, ...]:
+        self.build()
+        if len(inputs) != len(self.desc.inputs):
+            raise LoweringError(f"tilelang pointwise kernel expects {len(self.desc.inputs)} inputs, "
+                                f"got {len(inputs)}")
+        flat = [contiguous(t) for t in inputs]
+        if self.target == "c":
+            outs = [empty(flat[0], self.desc.shape, o.dtype) for o in self.desc.outputs]
+            status = self._fn(*[t.data_ptr() for t in flat], *[o.data_ptr() for o in outs])
+            if status != 0:
+                raise LoweringError(f"tilelang C kernel {self.key} returned status {status}")
+            return tuple(outs)
+        result = self._fn(*[t.reshape(-1) for t in flat])
+        result = result if isinstance(result, (list, tuple)) else [result]
+        return tuple(r.reshape(self.desc.shape) for r in result)
+
+
+def compile_pointwise(desc: PointwiseDesc, target: str) -> PointwiseKernel:
+    """Build (or fetch from the cache) the kernel for ``desc`` on ``target``."""
+    return PointwiseKernel(desc, target).build()
+
+
+def inputs_in_order(desc: PointwiseDesc) -> List[str]:
+    return [p.name for p in desc.inputs]

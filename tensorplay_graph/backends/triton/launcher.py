@@ -1,0 +1,158 @@
+"""Lean launch path for generated kernels, and CUDA-graph replay of a whole program.
+
+Per specialization (shapes, strides, pointer alignment) everything but the
+pointers is computed once: scalar arguments, grid, constexprs, output shapes.
+After the first launch through Triton's JIT (which compiles and returns the
+compiled kernel), later launches call the compiled kernel's launcher
+directly, skipping argument binding and specialization hashing. If that fast
+path is unavailable (interpreter mode, launch hooks set, another Triton
+API), launches go through ``jit_fn[grid](...)``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+from .codegen_pointwise import KernelSource
+from .layout import Layout
+
+log = logging.getLogger(__name__)
+
+
+def scalar_params(source: KernelSource, layout: Layout) -> List[Any]:
+    """Values of ``source.params`` for ``layout``; pointer slots hold ``None``."""
+    values: List[Any] = []
+    for param in source.params:
+        kind = param[0]
+        if kind == "ptr":
+            values.append(None)
+        elif kind == "numel":
+            values.append(layout.numel)
+        elif kind == "n":
+            values.append(layout.n)
+        elif kind == "size":
+            values.append(layout.sizes[param[1]])
+        elif kind == "stride":
+            values.append(layout.strides[param[1]][param[2]])
+        elif kind == "col_stride":
+            values.append(layout.col_strides[param[1]])
+        else:
+            raise AssertionError(f"unknown kernel parameter {param}")
+    return values
+
+
+class SpecializedLaunch:
+    """One kernel, one layout: ``launch(operands)`` with operands = inputs + outputs."""
+
+    __slots__ = ("jit_fn", "template", "ptr_slots", "grid", "constexpr_values", "options",
+                 "_compiled", "_fast", "_stream", "_device", "_launched")
+
+    def __init__(self, jit_fn: Any, source: KernelSource, layout: Layout, grid: Tuple[int, ...],
+                 constexprs: Dict[str, int], num_warps: int) -> None:
+        self.jit_fn = jit_fn
+        self.template = scalar_params(source, layout)
+        self.ptr_slots = [(pos, p[1]) for pos, p in enumerate(source.params) if p[0] == "ptr"]
+        self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.constexpr_values = [constexprs[name] for name in source.constexprs]
+        self.options = dict(constexprs, num_warps=num_warps)
+        self._compiled = None
+        self._fast = None
+        self._launched = False
+
+    def _args(self, operands: Sequence[Any]) -> List[Any]:
+        args = list(self.template)
+        for pos, index in self.ptr_slots:
+            args[pos] = operands[index]
+        return args
+
+    def launch(self, operands: Sequence[Any]) -> None:
+        args = self._args(operands)
+        fast = self._fast
+        if fast is not None:
+            fast(args)
+            return
+        compiled = self.jit_fn[self.grid](*args, **self.options)
+        if not self._launched:
+            self._launched = True
+            self._fast = _make_fast_path(compiled, self.grid, self.constexpr_values)
+
+
+def _make_fast_path(compiled: Any, grid: Tuple[int, int, int], constexpr_values: List[Any]):
+    """A closure launching ``compiled`` directly, or None when that is not safe here."""
+    if compiled is None or not hasattr(compiled, "packed_metadata"):
+        return None  # interpreter mode or an unknown Triton
+    try:
+        from triton import knobs
+        from triton.runtime.driver import driver
+        if knobs.runtime.launch_enter_hook is not None or knobs.runtime.launch_exit_hook is not None:
+            return None
+        run = compiled.run
+        function = compiled.function
+        packed = compiled.packed_metadata
+        get_device = driver.active.get_current_device
+        get_stream = driver.active.get_current_stream
+    except Exception as exc:  # pragma: no cover - depends on the Triton build
+        log.debug("triton launcher: fast path unavailable (%s); using the JIT path", exc)
+        return None
+    g0, g1, g2 = grid
+    tail = tuple(constexpr_values)
+
+    def fast(args: List[Any]) -> None:
+        run(g0, g1, g2, get_stream(get_device()), function, packed, None, None, None, *args, *tail)
+
+    return fast
+
+
+class CudaGraphRunner:
+    """Replay ``fn`` (e.g. a compiled GraphModule) through CUDA graphs.
+
+    The first call per input signature warms ``fn`` up and captures it. Later
+    calls with the same tensors replay directly; with other tensors of the
+    same shapes, inputs are copied into the captured buffers first. Like
+    Inductor's CUDA graphs, returned tensors are the graph's static outputs and
+    are overwritten by the next call: clone them to keep them.
+
+    >>> fast = CudaGraphRunner(compiled)          # doctest: +SKIP
+    >>> out = fast(x, y)                           # doctest: +SKIP
+    """
+
+    def __init__(self, fn: Callable[..., Any], max_graphs: int = 8) -> None:
+        self.fn = fn
+        self.max_graphs = max_graphs
+        self._by_ptr: Dict[tuple, Any] = {}
+        self._by_shape: Dict[tuple, Any] = {}
+
+    def __call__(self, *args: Any) -> Any:
+        ptr_key = tuple(a.data_ptr() if hasattr(a, "data_ptr") else a for a in args)
+        entry = self._by_ptr.get(ptr_key)
+        if entry is None:
+            shape_key = tuple((tuple(a.shape), a.stride(), a.dtype) if hasattr(a, "data_ptr") else a
+                              for a in args)
+            entry = self._by_shape.get(shape_key)
+            if entry is None:
+                entry = self._capture(args)
+                self._by_shape[shape_key] = entry
+                self._by_ptr[ptr_key] = entry
+            else:
+                for static, new in zip(entry[1], args):
+                    if hasattr(static, "copy_"):
+                        static.copy_(new)
+        entry[0].replay()
+        return entry[2]
+
+    def _capture(self, args: Sequence[Any]) -> Tuple[Any, Sequence[Any], Any]:
+        import torch
+        if len(self._by_shape) >= self.max_graphs:
+            self._by_shape.clear()
+            self._by_ptr.clear()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # compile and settle allocations before capture
+                self.fn(*args)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outputs = self.fn(*args)
+        return graph, args, outputs

@@ -1,0 +1,100 @@
+"""Index spaces and operand layouts: what a kernel specialization depends on.
+
+A pointwise kernel walks a flat index over ``sizes`` (the broadcast output
+shape); a rows kernel walks ``sizes`` (the outer dims, one program per row)
+times ``n`` columns. Every operand is described by its strides over that index
+space (0 where it broadcasts). Adjacent dims that every operand traverses
+contiguously are merged, so contiguous and simply-broadcast cases collapse to
+one dimension and get the plain ``base + offs`` addressing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+from ...ir.meta import contiguous_strides
+
+Strides = Tuple[int, ...]
+
+
+def broadcast_strides(shape: Sequence[int], stride: Sequence[int], target: Sequence[int]) -> Strides:
+    """Strides of a tensor of ``shape``/``stride`` broadcast to ``target`` (0 on broadcast dims)."""
+    shape, stride, target = tuple(shape), tuple(stride), tuple(target)
+    if len(shape) > len(target):
+        raise ValueError(f"shape {shape} does not broadcast to {target}")
+    lead = len(target) - len(shape)
+    out = [0] * lead
+    for size, st, tsize in zip(shape, stride, target[lead:]):
+        if size == tsize:
+            out.append(st if size != 1 else 0)
+        elif size == 1:
+            out.append(0)
+        else:
+            raise ValueError(f"shape {shape} does not broadcast to {target}")
+    return tuple(out)
+
+
+def coalesce(sizes: Sequence[int], operand_strides: Sequence[Strides]) -> Tuple[Tuple[int, ...], List[Strides]]:
+    """Drop size-1 dims and merge dims every operand walks contiguously.
+
+    >>> coalesce((4, 8), [(8, 1), (0, 1)])
+    ((4, 8), [(8, 1), (0, 1)])
+    >>> coalesce((4, 8), [(8, 1), (8, 1)])
+    ((32,), [(1,), (1,)])
+    """
+    keep = [i for i, s in enumerate(sizes) if s != 1]
+    new_sizes = [sizes[i] for i in keep]
+    new_strides = [[st[i] for i in keep] for st in operand_strides]
+    d = len(new_sizes) - 1
+    while d > 0:
+        mergeable = all(st[d - 1] == st[d] * new_sizes[d] for st in new_strides)
+        if mergeable:
+            new_sizes[d - 1] *= new_sizes[d]
+            del new_sizes[d]
+            for st in new_strides:
+                st[d - 1] = st[d]
+                del st[d]
+        d -= 1
+    if not new_sizes:
+        return (1,), [(0,) for _ in operand_strides]
+    return tuple(new_sizes), [tuple(st) for st in new_strides]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A kernel specialization: coalesced outer ``sizes``, row length ``n`` (rows kernels),
+    and per operand (inputs then outputs) outer strides and column stride."""
+
+    sizes: Tuple[int, ...]
+    strides: Tuple[Strides, ...]
+    n: Optional[int] = None
+    col_strides: Tuple[int, ...] = ()
+
+    @property
+    def numel(self) -> int:
+        total = 1
+        for s in self.sizes:
+            total *= s
+        return total * (self.n or 1)
+
+    def is_linear(self, i: int) -> bool:
+        """Whether operand ``i`` is addressed by the flat index (pointwise) / the row index times n."""
+        if self.n is None:
+            return self.strides[i] == contiguous_strides(self.sizes)
+        return False
+
+    def signature(self) -> tuple:
+        """What the generated source depends on (besides the description)."""
+        if self.n is None:
+            linear = tuple(self.is_linear(i) for i in range(len(self.strides)))
+            return ("pointwise", len(self.sizes), linear, self.numel >= 2 ** 31)
+        unit_cols = tuple(c == 1 for c in self.col_strides)
+        return ("rows", len(self.sizes), unit_cols, self.numel >= 2 ** 31)
+
+
+def make_layout(sizes: Sequence[int], operand_strides: Sequence[Strides], n: Optional[int] = None,
+                col_strides: Sequence[int] = ()) -> Layout:
+    """Coalesce and freeze a layout."""
+    csizes, cstrides = coalesce(tuple(sizes), [tuple(s) for s in operand_strides])
+    return Layout(csizes, tuple(cstrides), n, tuple(col_strides))

@@ -1,0 +1,242 @@
+"""Region -> kernel plans: group a region's nodes into kernels and describe each.
+
+Nodes are taken in graph order. A pointwise node joins the current kernel
+when it has the kernel's shape; a reduction or norm turns a pointwise kernel
+over its input shape into a rows kernel (the pointwise work before it is
+fused into the row loop), and later pointwise nodes over the full shape or the
+per-row shape join it too (normalise, activate, scale, cast). Anything else
+starts a new kernel; values crossing kernels are materialised.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from ...errors import LoweringError
+from .codegen_reduction import Emitter, emit_reduction, reduce_dims
+from .codegen_rows import emit_norm
+from .kernel_desc import KernelDesc, OutputArg, TensorArg, compute_dtype, literal
+from .plan import KernelPlan, PointwiseSpace, RowsSpace
+
+_RESERVED = re.compile(r"^(tl|triton|pid|offs|mask|row|cols|numel|n_cols|BLOCK_SIZE|BLOCK_N|"
+                       r"[ir]\d+|[ir]rest\d+|size\d+|.*_ptr|.*_stride\d*|.*_col_stride)$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def is_node(value: Any) -> bool:
+    return hasattr(value, "op") and hasattr(value, "meta") and hasattr(value, "users")
+
+
+def node_meta(node: Any):
+    tm = node.meta.get("tensor_meta")
+    if tm is None or isinstance(tm, (tuple, list)):
+        raise LoweringError(f"triton backend: node {node.name} has no single tensor_meta; "
+                            "run shape_prop before lowering")
+    return tm
+
+
+class Namer:
+    """Unique, valid, non-reserved identifiers derived from node names."""
+
+    def __init__(self) -> None:
+        self.used: set = set()
+
+    def __call__(self, base: str) -> str:
+        base = base if _IDENT.match(base or "") else "v_" + re.sub(r"\W", "_", base or "v")
+        if _RESERVED.match(base):
+            base = f"{base}_v"
+        name, k = base, 1
+        while name in self.used or f"{name}_ptr" in self.used:
+            name, k = f"{base}_{k}", k + 1
+        self.used.add(name)
+        return name
+
+
+@dataclass
+class Group:
+    kind: str                       # "pointwise" | "rows"
+    shape: Tuple[int, ...]
+    dims: Optional[Tuple[int, ...]] = None
+    nodes: List[Any] = field(default_factory=list)
+
+    def reduced(self, keep: bool) -> Tuple[int, ...]:
+        return tuple(1 if d in self.dims else s for d, s in enumerate(self.shape) if keep or d not in self.dims)
+
+    def per_row(self, shape: Tuple[int, ...]) -> bool:
+        return self.kind == "rows" and shape != self.shape
+
+
+def row_dims(node: Any, in_shape: Tuple[int, ...]) -> Tuple[int, ...]:
+    """Dims a reduction / norm node reduces over, in its input's shape."""
+    prim, args = node.meta["prim"], node.meta["prim_args"]
+    ndim = len(in_shape)
+    if prim.kind == "reduction":
+        return reduce_dims(args.get("dim"), ndim)
+    if prim.name in ("softmax", "log_softmax"):
+        dim = args.get("dim")
+        dim = (0 if ndim in (0, 1, 3) else 1) if dim is None else dim
+        return (dim % ndim,) if ndim else ()
+    k = len(tuple(args["normalized_shape"])) if not isinstance(args["normalized_shape"], int) else 1
+    return tuple(range(ndim - k, ndim))
+
+
+def _operand_shape(value: Any) -> Optional[Tuple[int, ...]]:
+    return tuple(node_meta(value).shape) if is_node(value) else None
+
+
+def group_nodes(nodes: List[Any]) -> List[Group]:
+    """Split ``nodes`` (graph order) into kernels; see the module docstring."""
+    groups: List[Group] = []
+    owner: Dict[Any, Group] = {}
+    for node in nodes:
+        prim = node.meta["prim"]
+        shape = tuple(node_meta(node).shape)
+        # The node may join any group from the last one producing one of its operands on.
+        first = max([groups.index(owner[v]) for v in node.all_input_nodes if v in owner], default=0)
+        target = None
+        if prim.kind == "pointwise":
+            for group in reversed(groups[first:]):
+                if _joins_pointwise(group, node, shape, owner):
+                    target = group
+                    break
+            if target is None:
+                target = Group("pointwise", shape, None, [])
+                groups.append(target)
+        else:
+            in_shape = _operand_shape(node.meta["prim_args"]["a"])
+            dims = row_dims(node, in_shape)
+            for group in reversed(groups[first:]):
+                if group.shape == in_shape and (group.kind == "pointwise" or group.dims == dims):
+                    target = group
+                    break
+            if target is None:
+                target = Group("rows", in_shape, dims, [])
+                groups.append(target)
+            target.kind, target.dims = "rows", dims
+        target.nodes.append(node)
+        owner[node] = target
+    return groups
+
+
+def _joins_pointwise(group: Group, node: Any, shape, owner: Dict[Any, Group]) -> bool:
+    if group.kind == "pointwise":
+        return shape == group.shape
+    full = shape == group.shape
+    if not full and shape not in (group.reduced(True), group.reduced(False)):
+        return False
+    if full:
+        # A full-shape node may not read an in-group per-row value whose reduced dims were
+        # dropped: eager broadcasting aligns it with the trailing dims, not per row.
+        for value in node.meta["prim_args"].values():
+            if is_node(value) and owner.get(value) is group:
+                if len(node_meta(value).shape) < len(group.shape):
+                    return False
+    return True
+
+
+@dataclass
+class Step:
+    """One kernel launch: reads ``inputs`` (nodes), produces ``outputs`` (nodes)."""
+
+    plan: KernelPlan
+    inputs: List[Any]
+    outputs: List[Any]
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return literal(value)
+    return value
+
+
+def describe(group: Group, name: str, needed_outside: set) -> Tuple[KernelDesc, List[Any], List[Any], Any]:
+    """The ``KernelDesc`` of one group, its input and output nodes, and its index space."""
+    namer, em = Namer(), Emitter()
+    var_of: Dict[Any, str] = {}
+    inputs: List[Any] = []
+    in_args: List[TensorArg] = []
+    dropped: Dict[Any, bool] = {}
+    members = set(group.nodes)
+    for node in group.nodes:
+        for value in node.meta["prim_args"].values():
+            for v in (value if isinstance(value, (list, tuple)) else (value,)):
+                if is_node(v) and v not in members and v not in var_of:
+                    tm = node_meta(v)
+                    var_of[v] = namer(v.name)
+                    inputs.append(v)
+                    in_args.append(TensorArg(var_of[v], tm.dtype))
+                    em.dtypes[var_of[v]] = compute_dtype(tm.dtype)
+                    em.per_row[var_of[v]] = False
+                if is_node(v) and v not in members and node.meta["prim"].kind == "pointwise":
+                    # An operand of a per-row pointwise node whose reduced dims were dropped.
+                    node_shape = tuple(node_meta(node).shape)
+                    dropped.setdefault(v, group.per_row(node_shape) and len(node_shape) < len(group.shape))
+    n = 1
+    for d in group.dims or ():
+        n *= group.shape[d]
+    for node in group.nodes:
+        var_of[node] = _emit_node(em, node, namer(node.name), var_of, n)
+    outputs = [node for node in group.nodes if node in needed_outside]
+    out_args = []
+    for node in outputs:
+        tm = node_meta(node)
+        out_args.append(OutputArg(namer(f"{node.name}_out"), var_of[node], tm.dtype,
+                                  per_row=group.per_row(tuple(tm.shape))))
+    desc = KernelDesc(name, group.kind, in_args, em.stmts, out_args, [n.name for n in group.nodes])
+    if group.kind == "pointwise":
+        space = PointwiseSpace(group.shape)
+    else:
+        flags = [dropped.get(v, False) for v in inputs]
+        flags += [len(node_meta(o).shape) < len(group.shape) for o in outputs]
+        space = RowsSpace(group.shape, group.dims, flags)
+    return desc, inputs, outputs, space
+
+
+def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int) -> str:
+    prim, args = node.meta["prim"], node.meta["prim_args"]
+    tm = node_meta(node)
+    src = node.name
+
+    def ref(value: Any, to_float: bool = False):
+        if is_node(value):
+            name = var_of[value]
+            return em.as_float(name, tm.dtype) if to_float else name
+        return _scalar(value)
+
+    if prim.kind == "pointwise":
+        floating = tm.dtype in ("float16", "bfloat16", "float32", "float64")
+        mapped = {k: ref(v, floating and k != "cond") for k, v in args.items()}
+        expr = prim.render("triton", **mapped)
+        if prim.name == "cast" and compute_dtype(tm.dtype) != tm.dtype:
+            expr = f"{expr}.to(tl.float32)"  # round to the narrow dtype, keep computing in fp32
+        per_row = any(em.per_row.get(var_of.get(v, ""), False) for v in args.values() if is_node(v))
+        return em.emit(var, expr, compute_dtype(tm.dtype), src, per_row=per_row)
+    a = ref(args["a"])
+    in_dtype = node_meta(args["a"]).dtype
+    if prim.kind == "reduction":
+        correction = args.get("correction")
+        return emit_reduction(em, prim.name, a, var, tm.dtype, n, src,
+                              correction=1 if correction is None else correction)
+    if prim.name in ("layer_norm", "rms_norm"):
+        return emit_norm(em, prim.name, a, var, in_dtype, n, src, weight=ref(args.get("weight")),
+                         bias=ref(args.get("bias")), eps=args.get("eps"))
+    return emit_norm(em, prim.name, a, var, in_dtype, n, src)
+
+
+def plan_region(region: Any, cache=None) -> List[Step]:
+    """Kernel steps for ``region`` (nodes carry prim, prim_args and tensor_meta)."""
+    groups = group_nodes(list(region.nodes))
+    node_group = {node: gi for gi, g in enumerate(groups) for node in g.nodes}
+    steps = []
+    for gi, group in enumerate(groups):
+        needed = set(region.outputs)
+        for node in group.nodes:
+            if any(node_group.get(u, -1) != gi for u in node.users):
+                needed.add(node)
+        desc, inputs, outputs, space = describe(group, f"tpg_{group.kind}_r{region.id}_k{gi}", needed)
+        shapes = [tuple(node_meta(o).shape) for o in outputs]
+        steps.append(Step(KernelPlan(desc, space, shapes, cache=cache), inputs, outputs))
+    return steps

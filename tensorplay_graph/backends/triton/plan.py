@@ -1,0 +1,160 @@
+"""A ``KernelPlan`` runs one ``KernelDesc`` on real tensors.
+
+It maps operand shapes/strides onto the kernel's index space (``Layout``),
+renders and imports the source for that layout once, picks block sizes, and
+keeps a ``SpecializedLaunch`` per (shapes, strides, alignment) key so the
+steady-state call is: one dict lookup, allocate outputs, one launch.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ...errors import LoweringError
+from ...ir.meta import contiguous_strides
+from .cache import KernelCache, default_cache
+from .codegen_pointwise import KernelSource, render_pointwise
+from .codegen_rows import MAX_ROW, render_rows
+from .kernel_desc import KernelDesc
+from .launcher import SpecializedLaunch
+from .layout import Layout, broadcast_strides, make_layout
+
+Shape = Tuple[int, ...]
+
+
+def interpreting() -> bool:
+    """True when Triton runs in interpreter mode (CPU tests)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+class PointwiseSpace:
+    """Flat index space over ``shape``; every output has ``shape``."""
+
+    def __init__(self, shape: Shape) -> None:
+        self.shape = tuple(shape)
+
+    def layout(self, in_meta: Sequence[Tuple[Shape, Shape]], out_shapes: Sequence[Shape]) -> Layout:
+        strides = [broadcast_strides(s, st, self.shape) for s, st in in_meta]
+        strides += [broadcast_strides(s, contiguous_strides(s), self.shape) for s in out_shapes]
+        return make_layout(self.shape, strides)
+
+
+class RowsSpace:
+    """Rows index space: ``shape`` with ``reduce_dims`` forming each row.
+
+    Operands are full (``shape`` or broadcastable to it) or per-row (the
+    reduced shape, with or without the reduced dims kept).
+    """
+
+    def __init__(self, shape: Shape, reduce_dims: Sequence[int], dropped: Sequence[bool] = ()) -> None:
+        self.shape = tuple(shape)
+        #: per operand (inputs, then outputs): a per-row value whose reduced dims were dropped
+        self.dropped = tuple(dropped)
+        self.reduce_dims = tuple(sorted(d % len(shape) for d in reduce_dims)) if shape else ()
+        self.outer = tuple(d for d in range(len(self.shape)) if d not in self.reduce_dims)
+        n = 1
+        for d in self.reduce_dims:
+            n *= self.shape[d]
+        self.n = n
+
+    @property
+    def reduced_shape(self) -> Shape:
+        return tuple(self.shape[d] for d in self.outer)
+
+    def _full_strides(self, shape: Shape, stride: Shape, dropped: bool) -> Shape:
+        if dropped:
+            shape, stride = list(shape), list(stride)
+            for d in self.reduce_dims:  # re-insert dropped reduced dims as size 1
+                shape.insert(d, 1)
+                stride.insert(d, 0)
+        return broadcast_strides(shape, stride, self.shape)
+
+    def _col_stride(self, strides: Shape, what: str) -> int:
+        dims = [d for d in self.reduce_dims if self.shape[d] != 1]
+        for a, b in zip(dims, dims[1:]):
+            if strides[a] != strides[b] * self.shape[b]:
+                raise LoweringError(f"triton backend: {what} walks the reduced dims {self.reduce_dims} "
+                                    f"with strides {strides} that do not form one row; make it contiguous")
+        return strides[dims[-1]] if dims else 0
+
+    def layout(self, in_meta: Sequence[Tuple[Shape, Shape]], out_shapes: Sequence[Shape]) -> Layout:
+        metas = list(in_meta) + [(s, contiguous_strides(s)) for s in out_shapes]
+        dropped = self.dropped + (False,) * (len(metas) - len(self.dropped))
+        full = [self._full_strides(s, st, dr) for (s, st), dr in zip(metas, dropped)]
+        cols = [self._col_stride(st, f"operand {i}") for i, st in enumerate(full)]
+        outer = [tuple(st[d] for d in self.outer) for st in full]
+        sizes = self.reduced_shape or (1,)
+        if not self.reduced_shape:
+            outer = [(0,) for _ in outer]
+        base = make_layout(sizes, outer)
+        return Layout(base.sizes, base.strides, self.n, tuple(cols))
+
+
+class KernelPlan:
+    """``plan(*tensors) -> list of output tensors`` for one description.
+
+    ``space`` is a ``PointwiseSpace`` or ``RowsSpace``; ``out_shapes`` and
+    ``out_dtypes`` (framework dtype objects or names) describe the outputs.
+    """
+
+    def __init__(self, desc: KernelDesc, space: Any, out_shapes: Sequence[Shape],
+                 cache: Optional[KernelCache] = None) -> None:
+        self.desc = desc.validate()
+        self.space = space
+        self.out_shapes = [tuple(s) for s in out_shapes]
+        self.cache = cache or default_cache()
+        self._specs: Dict[tuple, Tuple[SpecializedLaunch, list]] = {}
+        self._torch_dtypes: Optional[List[Any]] = None
+        self.sources: Dict[tuple, KernelSource] = {}
+        if isinstance(space, RowsSpace) and space.n > MAX_ROW:
+            raise LoweringError(f"triton backend: kernel {desc.name} needs rows of {space.n} elements; "
+                                f"rows kernels hold at most {MAX_ROW} in registers")
+
+    def render(self, layout: Layout) -> KernelSource:
+        """The source for ``layout`` (rendered once per layout signature)."""
+        sig = layout.signature()
+        src = self.sources.get(sig)
+        if src is None:
+            render = render_rows if layout.n is not None else render_pointwise
+            src = render(self.desc, layout)
+            self.sources[sig] = src
+        return src
+
+    def layout_for(self, in_meta: Sequence[Tuple[Shape, Shape]]) -> Layout:
+        return self.space.layout(in_meta, self.out_shapes)
+
+    def _specialize(self, tensors: Sequence[Any]) -> SpecializedLaunch:
+        layout = self.layout_for([(tuple(t.shape), tuple(t.stride())) for t in tensors])
+        source = self.render(layout)
+        fn = self.cache.jit_function(source.name, source.text)
+        if layout.n is None:
+            block = min(1024, max(128, next_pow2(layout.numel)))
+            if interpreting():
+                block = min(16384, max(128, next_pow2(layout.numel)))
+            grid = ((layout.numel + block - 1) // block,)
+            return SpecializedLaunch(fn, source, layout, grid, {"BLOCK_SIZE": block}, 4)
+        block_n = next_pow2(layout.n)
+        warps = 4 if block_n < 2048 else (8 if block_n < 4096 else 16)
+        warps = int(os.environ.get("TPG_TRITON_ROW_WARPS", warps))
+        rows = layout.numel // max(layout.n, 1) if layout.n else 0
+        return SpecializedLaunch(fn, source, layout, (rows,), {"BLOCK_N": block_n}, warps)
+
+    def __call__(self, *tensors: Any) -> List[Any]:
+        key = tuple((t.shape, t.stride(), t.data_ptr() % 16 == 0) for t in tensors)
+        spec = self._specs.get(key)
+        if spec is None:
+            spec = self._specialize(tensors)
+            self._specs[key] = spec
+        import torch
+        device = tensors[0].device
+        if self._torch_dtypes is None:
+            self._torch_dtypes = [getattr(torch, o.dtype) for o in self.desc.outputs]
+        outs = [torch.empty(shape, dtype=dt, device=device)
+                for shape, dt in zip(self.out_shapes, self._torch_dtypes)]
+        spec.launch(list(tensors) + outs)
+        return outs

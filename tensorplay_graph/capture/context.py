@@ -1,0 +1,147 @@
+"""Capture state shared by the tracer, the proxy and the custom-op library.
+
+``capturing()`` is the one check a hot path pays outside capture (one
+``ContextVar.get``). ``capture_call`` is how code that is not a framework
+function -- a registered custom op -- records itself as one node.
+The user's source location is found here too, for ``meta["stack"]`` and for
+error messages.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+from contextvars import ContextVar
+from typing import Any, Callable, Iterator, Optional, Tuple
+
+from ..errors import GraphCaptureError
+
+#: The innermost active Tracer on this thread/context, or None.
+ACTIVE_TRACER: ContextVar[Any] = ContextVar("tensorplay_graph_active_tracer", default=None)
+
+
+def capturing() -> bool:
+    """True while a ``tensorplay_graph`` trace is running in this context."""
+    return ACTIVE_TRACER.get() is not None
+
+
+def iter_proxies(value: Any) -> Iterator[Any]:
+    """Yield every :class:`Proxy` inside nested tuples, lists, dicts and slices."""
+    from .proxy import Proxy
+
+    if isinstance(value, Proxy):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from iter_proxies(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from iter_proxies(item)
+    elif isinstance(value, slice):
+        yield from iter_proxies(value.start)
+        yield from iter_proxies(value.stop)
+        yield from iter_proxies(value.step)
+
+
+def tracer_of(*values: Any) -> Any:
+    """The tracer owning the proxies inside ``values`` (None when there are none)."""
+    tracer = None
+    for proxy in iter_proxies(values):
+        if tracer is None:
+            tracer = proxy.tracer
+        elif proxy.tracer is not tracer:
+            raise GraphCaptureError(
+                f"cannot combine values from two different traces ({proxy.node.name!r}); "
+                "pass tensors between captures as inputs, not as captured proxies"
+            )
+    return tracer
+
+
+def capture_call(target: Callable[..., Any], args: Tuple[Any, ...], kwargs: Optional[dict] = None,
+                 example_fn: Optional[Callable[..., Any]] = None) -> Any:
+    """Record ``target(*args, **kwargs)`` as ONE ``call_function`` node if a proxy is among the args.
+
+    Returns the result :class:`Proxy`, or ``None`` when no argument is a proxy
+    (the caller then runs eagerly). With example values on every input,
+    ``example_fn`` (a fake or real implementation) computes the node's
+    example value, so ``meta["tensor_meta"]`` and shapes stay known; the
+    op's own body never runs during capture; without ``example_fn`` the node
+    has no example value (later shape queries on it become nodes).
+
+    >>> def __call__(self, *args, **kwargs):            # in a custom-op class
+    ...     if capturing():
+    ...         proxy = capture_call(self, args, kwargs, example_fn=self._fake)
+    ...         if proxy is not None:
+    ...             return proxy
+    ...     return self._eager(*args, **kwargs)
+    """
+    if ACTIVE_TRACER.get() is None:
+        return None
+    kwargs = kwargs or {}
+    tracer = tracer_of(args, kwargs)
+    if tracer is None:
+        return None
+    from .tracer import NO_EXAMPLE
+
+    return tracer.create_proxy("call_function", target, tuple(args), dict(kwargs),
+                               example_fn=NO_EXAMPLE if example_fn is None else example_fn)
+
+
+# -- the user's source location ---------------------------------------------
+
+_CAPTURE_DIR = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE_DIR = os.path.dirname(_CAPTURE_DIR)
+_LIBRARY_DIRS = (os.path.join(_CAPTURE_DIR, ""), os.path.join(_PACKAGE_DIR, "frameworks", ""),
+                 os.path.join(_PACKAGE_DIR, "library", ""))
+
+
+def _framework_dirs() -> Tuple[str, ...]:
+    """Directories of the imported frameworks: their frames are never the user's call site."""
+    dirs = list(_LIBRARY_DIRS)
+    for name in ("tensorplay", "torch"):
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        if path:
+            dirs.append(os.path.join(os.path.dirname(os.path.abspath(path)), ""))
+    return tuple(dirs)
+
+
+def user_frame(frame: Optional[Any] = None) -> Optional[Any]:
+    """The innermost frame (from ``frame`` outwards) outside our capture code and the frameworks."""
+    skip = _framework_dirs()
+    frame = frame if frame is not None else sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(skip) and not filename.startswith("<frozen"):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def user_location() -> str:
+    """``"file:line in fn"`` of the user's call site ("<unknown>" if none is found)."""
+    frame = user_frame()
+    if frame is None:
+        return "<unknown>"
+    return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
+
+
+def user_source_line(frame: Optional[Any] = None) -> str:
+    """``"file:line in fn: `<source text>`"`` of the user's call site, for error messages."""
+    frame = user_frame(frame)
+    if frame is None:
+        return "<unknown location>"
+    code = frame.f_code
+    text = linecache.getline(code.co_filename, frame.f_lineno).strip()
+    where = f"{code.co_filename}:{frame.f_lineno} in {code.co_name}"
+    return f"{where}: `{text}`" if text else where
+
+
+def raise_location(error: BaseException) -> str:
+    """``user_source_line`` of the innermost user frame in ``error``'s traceback."""
+    tb = error.__traceback__
+    innermost = None
+    while tb is not None:
+        innermost, tb = tb.tb_frame, tb.tb_next
+    return user_source_line(innermost) if innermost is not None else "<unknown location>"

@@ -1,0 +1,233 @@
+"""``Proxy``: the stand-in for a tensor while a program is captured.
+
+Every operation on a Proxy records one node in the tracer's graph and returns
+a new Proxy. When the trace runs with example inputs, each Proxy also carries
+the real value computed alongside, so metadata queries (``.shape``,
+``.size()``, ``.dim()``, ``.dtype``, ``len()``) answer with real values and
+never become nodes. Reading tensor *data* into Python (``bool``, ``.item()``)
+cannot be captured and raises :class:`GraphCaptureError`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from typing import Any, Iterator
+
+from ..errors import GraphCaptureError
+from .context import tracer_of, user_source_line
+
+#: Sentinel for "this proxy has no example value".
+MISSING = object()
+
+#: Metadata attributes: answered from the example value when there is one.
+META_ATTRS = frozenset({
+    "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_cpu", "layout",
+    "is_leaf", "is_sparse", "is_quantized", "is_meta", "is_nested", "itemsize", "nbytes",
+})
+#: Metadata methods: called on the example value when there is one.
+META_METHODS = frozenset({
+    "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
+    "element_size", "is_floating_point", "is_complex", "get_device", "storage_offset",
+})
+#: Tensor-valued properties: recorded as ``getattr(x, name)`` nodes.
+TENSOR_PROPERTIES = frozenset({"T", "mT", "H", "mH", "real", "imag", "data", "grad"})
+#: Methods that move data into Python.
+DATA_METHODS = frozenset({"item", "tolist", "numpy", "__array__", "data_ptr"})
+
+_WAY_OUT = ("use tensor operations instead (tensorplay.where / torch.where for a per-element "
+            "choice), register a custom op for the code that needs Python values, "
+            "or mark the value as a constant (pass it as a non-tensor argument)")
+
+
+class Proxy:
+    """A traced value: ``node`` in ``tracer``'s graph, plus its example value if known.
+
+    >>> gm = tensorplay_graph.capture(lambda x: x.relu() + 1, tp.randn(4))   # doctest: +SKIP
+    """
+
+    __slots__ = ("node", "tracer", "example")
+
+    def __init__(self, node: Any, tracer: Any, example: Any = MISSING) -> None:
+        self.node = node
+        self.tracer = tracer
+        self.example = example
+
+    def __repr__(self) -> str:
+        return f"Proxy({self.node.name})"
+
+    __hash__ = object.__hash__
+
+    # -- framework hooks -------------------------------------------------
+
+    @classmethod
+    def __tensorplay_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        from ..frameworks import tensorplay as adapter
+
+        return _dispatch(adapter.resolve_function(func, args, kwargs or {}))
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        from ..frameworks import torch as adapter
+
+        return _dispatch(adapter.resolve_function(func, args, kwargs or {}))
+
+    # -- attributes and methods ------------------------------------------
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name.startswith("_pybind11"):
+            raise AttributeError(name)
+        if name in DATA_METHODS:
+            raise _data_error(self, f".{name}()")
+        example = self.example
+        if name in META_ATTRS and example is not MISSING:
+            return getattr(example, name)
+        if example is not MISSING and isinstance(example, tuple):
+            fields = getattr(type(example), "__match_args__", ())
+            if name in fields:
+                return self[fields.index(name)]
+        if name in META_ATTRS or name in TENSOR_PROPERTIES:
+            return self.tracer.create_proxy("call_function", builtins.getattr, (self, name), {})
+        self._check_attribute(name)
+        return _Method(self, name)
+
+    def _check_attribute(self, name: str) -> None:
+        """Unknown names fail like on a real tensor (``hasattr`` probes rely on it)."""
+        tensor_type = self.tracer.tensor_type(self)
+        if tensor_type is not None and not hasattr(tensor_type, name):
+            raise AttributeError(f"'{tensor_type.__name__}' object has no attribute '{name}' "
+                                 f"(traced value {self.node.name!r})")
+        if tensor_type is None and name.startswith("_"):
+            raise AttributeError(name)
+
+    def __len__(self) -> int:
+        if self.example is MISSING:
+            raise GraphCaptureError(
+                f"len() of traced value {self.node.name!r} at {user_source_line()}: its length is "
+                "unknown without example inputs; pass example inputs to capture() or use "
+                ".shape[0] / .size(0) on a value with a known shape")
+        return len(self.example)
+
+    def __iter__(self) -> Iterator["Proxy"]:
+        if self.example is MISSING:
+            raise GraphCaptureError(
+                f"cannot iterate traced value {self.node.name!r} of unknown length at "
+                f"{user_source_line()}; pass example inputs to capture() so lengths are known, "
+                "index the parts explicitly (x[0], x[1]), or use split/unbind with a fixed count")
+        return (self[i] for i in range(len(self.example)))
+
+    # -- Python control flow and data reads: not capturable ---------------
+
+    def __bool__(self) -> bool:
+        raise GraphCaptureError(
+            f"data-dependent control flow at {user_source_line()}: Python needs the truth value "
+            f"of traced tensor {self.node.name!r}, which is only known at run time. "
+            "Use tensorplay.where(cond, a, b) (torch.where for torch) to choose per element, "
+            "register a custom op for the whole branch, or mark the condition as a constant "
+            "(pass it as a non-tensor argument)")
+
+    def __int__(self) -> int:
+        raise _data_error(self, "int()")
+
+    def __float__(self) -> float:
+        raise _data_error(self, "float()")
+
+    def __index__(self) -> int:
+        raise _data_error(self, "use as a Python index")
+
+    def __complex__(self) -> complex:
+        raise _data_error(self, "complex()")
+
+    def __contains__(self, item: Any) -> bool:
+        raise _data_error(self, "the `in` operator")
+
+    # -- indexing --------------------------------------------------------
+
+    def __getitem__(self, index: Any) -> "Proxy":
+        return self.tracer.create_proxy("call_function", operator.getitem, (self, index), {})
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self.tracer.create_proxy("call_function", operator.setitem, (self, index, value), {})
+
+
+class _Method:
+    """A bound tensor method of a proxy; calling it records one ``call_method`` node."""
+
+    __slots__ = ("proxy", "name")
+
+    def __init__(self, proxy: Proxy, name: str) -> None:
+        self.proxy = proxy
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        proxy = self.proxy
+        if self.name in META_METHODS and proxy.example is not MISSING:
+            return getattr(proxy.example, self.name)(*args, **kwargs)
+        return proxy.tracer.create_proxy("call_method", self.name, (proxy,) + args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<traced method {self.name} of {self.proxy!r}>"
+
+
+def _data_error(proxy: Proxy, what: str) -> GraphCaptureError:
+    return GraphCaptureError(
+        f"{what} on traced tensor {proxy.node.name!r} at {user_source_line()} reads tensor data "
+        f"into Python, which cannot be captured; {_WAY_OUT}")
+
+
+def _dispatch(resolved: Any) -> Any:
+    """Record a call resolved by a framework adapter: ``(kind, target, args, kwargs)``.
+
+    ``kind`` ``"operator"`` means: apply the Python operator ``target`` to the
+    args with real tensors lifted to constants, so the proxy's own operator
+    methods record the node (used for ``real_tensor + proxy``).
+    """
+    kind, target, args, kwargs = resolved
+    tracer = tracer_of(args, kwargs)
+    if kind == "operator":
+        return target(*[tracer.lift(arg) for arg in args])
+    return tracer.create_proxy(kind, target, tuple(args), dict(kwargs))
+
+
+def _binary(op: Any, reflected: bool = False) -> Any:
+    if reflected:
+        def method(self: Proxy, other: Any) -> Proxy:
+            return self.tracer.create_proxy("call_function", op, (other, self), {})
+    else:
+        def method(self: Proxy, other: Any) -> Proxy:
+            return self.tracer.create_proxy("call_function", op, (self, other), {})
+    return method
+
+
+def _unary(op: Any) -> Any:
+    def method(self: Proxy) -> Proxy:
+        return self.tracer.create_proxy("call_function", op, (self,), {})
+    return method
+
+
+#: Python operators recorded with ``operator.*`` targets (reflected ones swap the args).
+BINARY_OPERATORS = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul,
+    "truediv": operator.truediv, "floordiv": operator.floordiv, "mod": operator.mod,
+    "pow": operator.pow, "matmul": operator.matmul, "and": operator.and_,
+    "or": operator.or_, "xor": operator.xor, "lshift": operator.lshift,
+    "rshift": operator.rshift,
+}
+COMPARISONS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
+               "eq": operator.eq, "ne": operator.ne}
+INPLACE_OPERATORS = {
+    "iadd": operator.iadd, "isub": operator.isub, "imul": operator.imul,
+    "itruediv": operator.itruediv, "ifloordiv": operator.ifloordiv, "imod": operator.imod,
+    "ipow": operator.ipow, "imatmul": operator.imatmul, "iand": operator.iand,
+    "ior": operator.ior, "ixor": operator.ixor,
+}
+UNARY_OPERATORS = {"neg": operator.neg, "pos": operator.pos, "invert": operator.invert,
+                   "abs": operator.abs}
+
+for _name, _op in BINARY_OPERATORS.items():
+    setattr(Proxy, f"__{_name}__", _binary(_op))
+    setattr(Proxy, f"__r{_name}__", _binary(_op, reflected=True))
+for _name, _op in {**COMPARISONS, **INPLACE_OPERATORS}.items():
+    setattr(Proxy, f"__{_name}__", _binary(_op))
+for _name, _op in UNARY_OPERATORS.items():
+    setattr(Proxy, f"__{_name}__", _unary(_op))

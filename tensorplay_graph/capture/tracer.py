@@ -1,0 +1,317 @@
+"""``Tracer`` and ``capture()``: run a program on proxies and record its graph.
+
+With example inputs the real computation runs alongside the trace: every
+proxy carries its example value, every node gets ``meta["tensor_meta"]``, and
+shape queries answer with real numbers (the graph is specialised to those
+shapes, as an eager run would be). Parameters and buffers of ``nn.Module``
+roots become ``get_attr`` nodes named by qualname (``"fc1.weight"``); any
+other real tensor that meets a proxy (closure or global tensors, tensors
+made inside the program) is lifted to a ``get_attr`` constant ``_const<N>``.
+Submodules are traced through, so ``nn.Linear`` becomes one ``linear`` node.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import operator
+import sys
+from contextlib import ExitStack
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from ..errors import GraphCaptureError
+from ..frameworks import framework_of, is_tensor, tensor_meta
+from .context import ACTIVE_TRACER, raise_location, user_location
+from .proxy import MISSING, Proxy
+
+#: ``example_fn`` value meaning "this node has no example value" (opaque op without a fake).
+NO_EXAMPLE = object()
+
+
+def _adapter(framework: str) -> Any:
+    return importlib.import_module(f"tensorplay_graph.frameworks.{framework}")
+
+
+def _is_module(value: Any) -> bool:
+    return callable(getattr(value, "forward", None)) and callable(getattr(value, "named_modules", None))
+
+
+class Tracer:
+    """Capture a function or module into a :class:`~tensorplay_graph.ir.GraphModule`.
+
+    Seed-compatible: ``Tracer(concrete_args=None).trace(root, sample_inputs=None)``.
+    ``concrete_args`` maps parameter names to values baked into the graph (no
+    placeholder); ``sample_inputs`` maps parameter names to example tensors.
+
+    >>> gm = Tracer().trace(lambda x: x * 2, sample_inputs={"x": tp.ones(3)})  # doctest: +SKIP
+    """
+
+    def __init__(self, concrete_args: Optional[Dict[str, Any]] = None) -> None:
+        from ..ir.graph import Graph
+
+        self.graph = Graph()
+        self.root: Any = None
+        self.concrete_args: Dict[str, Any] = dict(concrete_args or {})
+        self.sample_inputs: Dict[str, Any] = {}
+        #: qualname -> value for every ``get_attr`` node (the GraphModule's root).
+        self.attrs: Dict[str, Any] = {}
+        self._lifted: Dict[int, Proxy] = {}
+        self._framework: Optional[str] = None
+        self._const_count = 0
+
+    # -- recording -------------------------------------------------------
+
+    def create_proxy(self, kind: str, target: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                     example_fn: Any = None) -> Proxy:
+        """Record one node and return its proxy.
+
+        ``example_fn`` computes the example value from the inputs' examples;
+        ``None`` replays the node itself, :data:`NO_EXAMPLE` leaves it unknown.
+        """
+        node = self.graph.create_node(kind, target, self._to_node_args(args),
+                                      self._to_node_args(kwargs))
+        node.meta["stack"] = user_location()
+        example = self._example(node, kind, target, args, kwargs, example_fn)
+        _set_tensor_meta(node, example)
+        return Proxy(node, self, example)
+
+    def proxy(self, node: Any, example: Any = MISSING) -> Proxy:
+        """A proxy for an existing node."""
+        return Proxy(node, self, example)
+
+    def lift(self, value: Any) -> Any:
+        """A real tensor as a ``get_attr`` proxy (created once per tensor); other values unchanged."""
+        if isinstance(value, Proxy) or not is_tensor(value):
+            return value
+        lifted = self._lifted.get(id(value))
+        if lifted is None:
+            lifted = self._get_attr(f"_const{self._const_count}", value)
+            self._const_count += 1
+        return lifted
+
+    def tensor_type(self, proxy: Proxy) -> Optional[type]:
+        """The class a proxy stands for, for attribute checks (None if unknown)."""
+        if proxy.example is not MISSING:
+            return type(proxy.example)
+        return _adapter(self._framework).tensor_type() if self._framework else None
+
+    def _get_attr(self, qualname: str, value: Any) -> Proxy:
+        node = self.graph.get_attr(qualname)
+        node.meta["stack"] = user_location()
+        _set_tensor_meta(node, value)
+        self.attrs[qualname] = value
+        proxy = Proxy(node, self, value)
+        self._lifted[id(value)] = proxy
+        self._note_framework(value)
+        return proxy
+
+    def _to_node_args(self, value: Any) -> Any:
+        """Proxies -> their nodes, real tensors -> lifted constants, shape tuples -> plain tuples."""
+        if isinstance(value, Proxy):
+            return value.node
+        if isinstance(value, tuple):
+            return tuple(self._to_node_args(item) for item in value)
+        if isinstance(value, list):
+            return [self._to_node_args(item) for item in value]
+        if isinstance(value, dict):
+            return {key: self._to_node_args(item) for key, item in value.items()}
+        if isinstance(value, slice):
+            return slice(self._to_node_args(value.start), self._to_node_args(value.stop),
+                         self._to_node_args(value.step))
+        if is_tensor(value):
+            return self.lift(value).node
+        return value
+
+    def _example(self, node: Any, kind: str, target: Any, args: Tuple[Any, ...],
+                 kwargs: Dict[str, Any], example_fn: Any) -> Any:
+        if example_fn is NO_EXAMPLE:
+            return MISSING
+        example_args, example_kwargs = _examples(args), _examples(kwargs)
+        if example_args is MISSING or example_kwargs is MISSING:
+            return MISSING
+        try:
+            if example_fn is not None:
+                return example_fn(*example_args, **example_kwargs)
+            if kind == "call_method":
+                return getattr(example_args[0], target)(*example_args[1:], **example_kwargs)
+            return target(*example_args, **example_kwargs)
+        except GraphCaptureError:
+            raise
+        except Exception as error:
+            error.add_note(f"while computing the example value of node {node.name!r} "
+                           f"({node.format_node()}) captured at {node.meta['stack']}")
+            raise
+
+    def _note_framework(self, value: Any) -> None:
+        if self._framework is None:
+            self._framework = framework_of(value)
+
+    # -- tracing ---------------------------------------------------------
+
+    def trace(self, root: Any, sample_inputs: Optional[Dict[str, Any]] = None) -> Any:
+        """Trace ``root`` (a function or module) and return a GraphModule.
+
+        Every parameter not in ``concrete_args`` becomes a placeholder; those
+        with an entry in ``sample_inputs`` carry its example value.
+        """
+        from ..ir.graph_module import GraphModule
+
+        self.root = root
+        self.sample_inputs = dict(sample_inputs or {})
+        function = root.forward if _is_module(root) else root
+        if not callable(function):
+            raise TypeError(f"capture() expects a function or module, got {type(root).__name__}")
+        values = self._placeholders(inspect.signature(function))
+        token = ACTIVE_TRACER.set(self)
+        try:
+            with ExitStack() as stack:
+                if "tensorplay" in sys.modules:
+                    stack.enter_context(_adapter("tensorplay").install_hooks())
+                if _is_module(root):
+                    self._patch_module_state(root, stack)
+                result = _invoke(function, values)
+                self.graph.output(self._to_node_args(_plain(result)))
+        except RuntimeError as error:
+            if type(error).__name__ != "GraphCaptureError" or isinstance(error, GraphCaptureError):
+                raise
+            # A framework's own capture error (e.g. TensorPlay's raw Triton launch check).
+            raise GraphCaptureError(f"{error} (at {raise_location(error)})") from error
+        finally:
+            ACTIVE_TRACER.reset(token)
+        self._erase_unused_attrs()
+        self.graph.lint()
+        return GraphModule(self.attrs, self.graph)
+
+    def _placeholders(self, signature: inspect.Signature) -> Dict[str, Tuple[inspect.Parameter, Any]]:
+        values = {}
+        for param in signature.parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise GraphCaptureError(
+                    f"cannot capture *{param.name} / **{param.name}: the graph needs a fixed list of "
+                    "inputs; give the function named parameters (or wrap it in a lambda)")
+            if param.name in self.concrete_args:
+                values[param.name] = (param, self.concrete_args[param.name])
+                continue
+            node = self.graph.placeholder(param.name)
+            example = self.sample_inputs.get(param.name, MISSING)
+            if example is not MISSING and not is_tensor(example):
+                # A non-tensor input is specialised: the program sees the value,
+                # the placeholder only keeps the call signature.
+                values[param.name] = (param, example)
+                continue
+            if example is not MISSING:
+                self._note_framework(example)
+                example = _adapter(framework_of(example)).clone(example)
+                _set_tensor_meta(node, example)
+            values[param.name] = (param, Proxy(node, self, example))
+        return values
+
+    def _patch_module_state(self, root: Any, stack: ExitStack) -> None:
+        """Make every parameter and buffer read inside ``forward`` a ``get_attr`` proxy."""
+        patched = []
+        for module_name, module in root.named_modules():
+            state = {**getattr(module, "_parameters", {}), **getattr(module, "_buffers", {})}
+            for attr, value in state.items():
+                if value is None or not is_tensor(value):
+                    continue
+                qualname = f"{module_name}.{attr}" if module_name else attr
+                proxy = self._lifted.get(id(value)) or self._get_attr(qualname, value)
+                patched.append((module, attr, module.__dict__.get(attr, MISSING)))
+                module.__dict__[attr] = proxy
+
+        def restore() -> None:
+            for module, attr, previous in reversed(patched):
+                if previous is MISSING:
+                    module.__dict__.pop(attr, None)
+                else:
+                    module.__dict__[attr] = previous
+        stack.callback(restore)
+
+    def _erase_unused_attrs(self) -> None:
+        """Drop unread parameters, and items that torch's index parsing probed but never used."""
+        for node in reversed(list(self.graph.nodes)):
+            if node.users:
+                continue
+            if node.op == "get_attr":
+                self.attrs.pop(node.target, None)
+                self.graph.erase_node(node)
+            elif node.op == "call_function" and node.target is operator.getitem:
+                self.graph.erase_node(node)
+
+
+def capture(fn_or_module: Any, *example_inputs: Any) -> Any:
+    """Capture ``fn_or_module`` into a GraphModule, running it on ``example_inputs`` alongside.
+
+    Example inputs bind to the leading parameters; later parameters with a
+    default are baked in with that default. Without example inputs the graph
+    is recorded symbolically (no ``tensor_meta``; shape queries become nodes).
+
+    >>> import tensorplay as tp, tensorplay_graph as tpg
+    >>> gm = tpg.capture(lambda x, y: (x @ y).relu() + 1, tp.randn(4, 8), tp.randn(8, 2))
+    >>> [n.op for n in gm.graph.nodes]
+    ['placeholder', 'placeholder', 'call_function', 'call_method', 'call_function', 'output']
+    """
+    function = fn_or_module.forward if _is_module(fn_or_module) else fn_or_module
+    all_params = inspect.signature(function).parameters.values()
+    params = [p for p in all_params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in all_params)
+    if len(example_inputs) > len(params) and not varargs:  # varargs: trace() explains the refusal
+        raise TypeError(f"capture() got {len(example_inputs)} example inputs for "
+                        f"{len(params)} positional parameters of {getattr(function, '__name__', function)}")
+    samples = {param.name: value for param, value in zip(params, example_inputs)}
+    concrete = {}
+    if example_inputs:
+        concrete = {p.name: p.default for p in params[len(example_inputs):]
+                    if p.default is not p.empty}
+    return Tracer(concrete_args=concrete).trace(fn_or_module, sample_inputs=samples)
+
+
+def _invoke(function: Callable[..., Any], values: Dict[str, Tuple[inspect.Parameter, Any]]) -> Any:
+    positional, keyword = [], {}
+    for param, value in values.values():
+        if param.kind is param.KEYWORD_ONLY:
+            keyword[param.name] = value
+        else:
+            positional.append(value)
+    return function(*positional, **keyword)
+
+
+def _examples(value: Any) -> Any:
+    """``value`` with proxies replaced by their example values (MISSING if any is unknown)."""
+    if isinstance(value, Proxy):
+        return value.example
+    if isinstance(value, (tuple, list)):
+        items = [_examples(item) for item in value]
+        if any(item is MISSING for item in items):
+            return MISSING
+        if isinstance(value, list):
+            return items
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    if isinstance(value, dict):
+        items = {key: _examples(item) for key, item in value.items()}
+        return MISSING if any(item is MISSING for item in items.values()) else items
+    if isinstance(value, slice):
+        parts = [_examples(value.start), _examples(value.stop), _examples(value.step)]
+        return MISSING if any(part is MISSING for part in parts) else slice(*parts)
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """Output structure with named tuples (``return_types``) flattened to tuples."""
+    if isinstance(value, tuple):
+        return tuple(_plain(item) for item in value)
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+def _set_tensor_meta(node: Any, example: Any) -> None:
+    if example is MISSING:
+        return
+    if is_tensor(example):
+        node.meta["tensor_meta"] = tensor_meta(example)
+    elif isinstance(example, (tuple, list)) and any(is_tensor(item) for item in example):
+        node.meta["tensor_meta"] = tuple(tensor_meta(item) if is_tensor(item) else None
+                                         for item in example)

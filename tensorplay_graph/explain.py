@@ -1,0 +1,183 @@
+"""``explain()``: what would be fused, by which backend, and why the rest was not.
+
+>>> import torch, tensorplay_graph as tpg
+>>> e = tpg.explain(lambda x: (x.exp() + 1).sum(1), torch.randn(4, 8), backend="reference")
+>>> e.regions[0].nodes                                   # doctest: +SKIP
+['exp', 'add', 'sum_']
+>>> print(e)                                             # doctest: +SKIP
+>>> e.render("plan.svg")                                 # doctest: +SKIP
+
+Planning runs the passes up to ``partition`` on the example inputs' device;
+``assume_device="cuda"`` re-labels every tensor as living there first, so a
+CPU-only machine can show what Triton would claim on a GPU. Kernels are then
+compiled for inspection (``compile_kernels=False`` skips that); a backend that
+cannot be imported is reported, and planning goes on with the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from .ir.meta import TensorMeta
+
+__all__ = ["explain", "Explanation", "RegionInfo"]
+
+DEFAULT_BACKENDS = ("triton", "tilelang", "reference")
+
+
+@dataclass
+class RegionInfo:
+    """One planned region: ``id``, ``backend``, node names, and its inputs/outputs."""
+
+    id: int
+    backend: str
+    nodes: List[str]
+    inputs: List[str] = field(default_factory=list)
+    outputs: List[str] = field(default_factory=list)
+
+
+@dataclass
+class Explanation:
+    """The plan for one program; ``str()`` is a readable report, ``render()`` a drawing."""
+
+    graph_module: Any
+    backends: List[str]
+    regions: List[RegionInfo] = field(default_factory=list)
+    barriers: Dict[str, str] = field(default_factory=dict)        # node -> "code: reason"
+    barrier_codes: Dict[str, str] = field(default_factory=dict)   # node -> code
+    declined: Dict[str, Dict[str, str]] = field(default_factory=dict)  # node -> backend -> why
+    kernels: Dict[int, Any] = field(default_factory=dict)         # region id -> Kernel
+    kernel_errors: Dict[int, str] = field(default_factory=dict)   # region id -> error
+    missing_backends: Dict[str, str] = field(default_factory=dict)
+    eager: List[str] = field(default_factory=list)                # unclaimed, not barriers
+    timings: Dict[str, float] = field(default_factory=dict)
+
+    def region_of(self, node_name: str) -> Optional[RegionInfo]:
+        return next((r for r in self.regions if node_name in r.nodes), None)
+
+    def render(self, path: Optional[str] = None, format: str = "svg") -> Any:
+        """A graphviz drawing: regions as clusters coloured by backend, barriers with reasons."""
+        from .render import render
+
+        return render(self.graph_module, path=path, format=format, name="explain")
+
+    def _repr_svg_(self) -> Optional[str]:
+        try:
+            return self.render().pipe(format="svg").decode()
+        except Exception:  # no dot binary: notebooks fall back to text
+            return None
+
+    def __str__(self) -> str:
+        out = [f"tensorplay_graph plan -- backends in preference order: "
+               f"{', '.join(self.backends) or '(none)'}; everything else runs eagerly"]
+        for name, why in self.missing_backends.items():
+            out.append(f"  backend {name!r} is not available here, planned without it: {why}")
+        claimed = sum(len(r.nodes) for r in self.regions)
+        out.append(f"{len(self.regions)} region(s) covering {claimed} node(s); "
+                   f"{len(self.barriers)} barrier(s); {len(self.eager)} other eager node(s)")
+        for region in self.regions:
+            out.append(f"\nregion {region.id} [{region.backend}]: {', '.join(region.nodes)}")
+            out.append(f"  reads {', '.join(region.inputs) or '-'}; "
+                       f"writes {', '.join(region.outputs) or '-'}")
+            kernel = self.kernels.get(region.id)
+            if kernel is not None:
+                lines = kernel.source.count("\n")
+                out.append(f"  kernel {kernel.name} ({lines} lines of source in "
+                           f".kernels[{region.id}].source)")
+            elif region.id in self.kernel_errors:
+                out.append(f"  kernel not compiled: {self.kernel_errors[region.id]}")
+        if self.barriers:
+            out.append("\nbarriers (never fused, run on their own):")
+            out += [f"  {name}: {why}" for name, why in self.barriers.items()]
+        if self.eager:
+            out.append("\nunclaimed (run eagerly):")
+            for name in self.eager:
+                reasons = "; ".join(f"{b}: {w}" for b, w in self.declined.get(name, {}).items())
+                out.append(f"  {name}" + (f" -- declined by {reasons}" if reasons else ""))
+        return "\n".join(out)
+
+
+def _relabel_device(gm, device: str) -> None:
+    """Pretend every tensor lives on ``device`` (planning only; nothing runs afterwards)."""
+    def move(meta):
+        if isinstance(meta, TensorMeta):
+            return meta.with_(device=device)
+        if isinstance(meta, tuple):
+            return tuple(move(m) for m in meta)
+        return meta
+
+    for node in gm.graph.nodes:
+        if "tensor_meta" in node.meta:
+            node.meta["tensor_meta"] = move(node.meta["tensor_meta"])
+
+
+def _graph_module(fn, example_inputs):
+    from .ir import GraphModule
+
+    if isinstance(fn, GraphModule):
+        from .compile import copy_graph_module
+        return copy_graph_module(fn)
+    from .capture import capture
+    return capture(fn, *example_inputs)
+
+
+def explain(fn: Any, *example_inputs: Any,
+            backend: Union[str, Sequence[str], None] = None,
+            assume_device: Optional[str] = None, compile_kernels: bool = True,
+            debug_dir: Optional[str] = None) -> Explanation:
+    """Plan ``fn`` on ``example_inputs`` and explain every decision.
+
+    ``backend`` is a name or names in preference order (default: every known
+    backend: triton, tilelang, reference). ``fn`` may be a GraphModule.
+    """
+    from .backends.registry import try_resolve_backends
+    from .passes.barriers import barriers
+    from .passes.manager import PassManager
+    from .passes.normalize import normalize
+    from .passes.partition import partition
+    from .passes.shape_prop import shape_prop
+
+    requested = DEFAULT_BACKENDS if backend is None else backend
+    usable, missing = try_resolve_backends(requested)
+    gm = _graph_module(fn, example_inputs)
+    regions: List[Any] = []
+
+    def plan_partition(g):
+        regions.extend(partition(g, usable))
+
+    passes = [("normalize", normalize), ("shape_prop", lambda g: shape_prop(g, *example_inputs))]
+    if assume_device is not None:
+        passes.append(("assume_device", lambda g: _relabel_device(g, assume_device)))
+    passes += [("barriers", lambda g: barriers(g, usable)), ("partition", plan_partition)]
+    manager = PassManager(passes, lint=True, debug_dir=debug_dir)
+    gm = manager(gm)
+
+    report = Explanation(graph_module=gm, backends=[b.name for b in usable],
+                         missing_backends=missing, timings=dict(manager.timings))
+    for region in regions:
+        report.regions.append(RegionInfo(region.id, region.backend, region.names,
+                                         [n.name for n in region.inputs],
+                                         [n.name for n in region.outputs]))
+    for node in gm.graph.nodes:
+        barrier = node.meta.get("barrier")
+        if node.meta.get("declined"):
+            report.declined[node.name] = dict(node.meta["declined"])
+        if barrier is not None:
+            report.barriers[node.name] = str(barrier)
+            report.barrier_codes[node.name] = barrier.code
+        elif node.op in ("call_function", "call_method") and node.meta.get("region") is None:
+            report.eager.append(node.name)
+    if compile_kernels:
+        _compile_kernels(report, regions, {b.name: b for b in usable})
+    return report
+
+
+def _compile_kernels(report: Explanation, regions, backends: Dict[str, Any]) -> None:
+    for region in regions:
+        try:
+            kernel = backends[region.backend].compile(region)
+        except Exception as exc:  # e.g. a toolchain that needs a GPU to build: say so
+            report.kernel_errors[region.id] = f"{type(exc).__name__}: {exc}"
+            continue
+        report.kernels[region.id] = kernel

@@ -1,0 +1,132 @@
+"""The ``cleanup`` pass: dead code elimination and common subexpression elimination.
+
+DCE never removes a node that has an effect beyond its result: declared
+mutations (``mutates_args``), in-place calls (``add_``, ``+=``, ``out=``), side
+effects and random draws (removing one would shift the random stream).
+
+CSE merges pure nodes with the same target and the same arguments. Pure means:
+a prim without side effect / randomness, a lowered kernel call, or a
+``getitem`` on one. Mutations and other fences reset the table, because the
+same expression after ``x.add_(1)`` reads a different value.
+
+>>> cleanup(gm)                                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from typing import Any, Dict, Optional
+
+from .barriers import custom_op_of, is_inplace_call
+
+__all__ = ["cleanup", "dce", "cse", "is_impure", "is_pure"]
+
+log = logging.getLogger(__name__)
+
+
+def is_impure(node) -> bool:
+    """True when DCE must keep ``node`` even if nothing reads it."""
+    if node.op in ("placeholder", "output"):
+        return True
+    if node.op not in ("call_function", "call_method"):
+        return False
+    barrier = node.meta.get("barrier")
+    if barrier is not None and getattr(barrier, "fence", False):
+        return True
+    op = custom_op_of(node.target) if node.op == "call_function" else None
+    if op is not None and op.mutates_args:
+        return True
+    if is_inplace_call(node) is not None:
+        return True
+    prim = node.meta.get("prim")
+    return bool(prim is not None and (prim.side_effect or prim.random))
+
+
+def dce(gm) -> int:
+    """Erase nodes nobody reads that have no effect; returns how many were erased."""
+    graph = gm.graph
+    before = len(graph.nodes)
+    graph.eliminate_dead_code(is_impure=is_impure)
+    removed = before - len(graph.nodes)
+    if removed:
+        log.debug("dce: erased %d nodes", removed)
+    return removed
+
+
+def is_pure(node) -> bool:
+    """True when two calls with equal target and arguments always give equal results."""
+    if node.op not in ("call_function", "call_method") or is_impure(node):
+        return False
+    if node.meta.get("kernel") is not None:
+        return True
+    if node.op == "call_function" and node.target is operator.getitem:
+        source = node.args[0] if node.args else None
+        return getattr(source, "meta", {}).get("kernel") is not None
+    barrier = node.meta.get("barrier")
+    if barrier is not None and barrier.code not in ("unsupported",):
+        return False
+    prim = node.meta.get("prim")
+    return prim is not None and not (prim.side_effect or prim.random or prim.data_dependent)
+
+
+def _key(value: Any) -> Any:
+    """A hashable stand-in for an argument structure (nodes by identity)."""
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _key(v)) for k, v in value.items()))
+    if isinstance(value, slice):
+        return ("slice", _key(value.start), _key(value.stop), _key(value.step))
+    if isinstance(value, float) and value != value:  # NaN != NaN; never merge on it
+        raise TypeError("nan")
+    hash(value)
+    return (type(value).__name__, value)
+
+
+def _node_key(node) -> Optional[tuple]:
+    try:
+        return (node.op, id(node.target) if not isinstance(node.target, str) else node.target,
+                _key(node.args), _key(node.kwargs))
+    except TypeError:  # an unhashable constant: leave the node alone
+        return None
+
+
+def _writes(node) -> bool:
+    if node.op not in ("call_function", "call_method"):
+        return False
+    barrier = node.meta.get("barrier")
+    return bool(barrier is not None and getattr(barrier, "fence", False)) or is_impure(node)
+
+
+def cse(gm) -> int:
+    """Replace each pure node by an earlier identical one; returns how many were merged."""
+    graph = gm.graph
+    seen: Dict[tuple, Any] = {}
+    merged = 0
+    for node in list(graph.nodes):
+        if _writes(node):
+            seen.clear()  # values read after a write may differ
+            continue
+        if not is_pure(node):
+            continue
+        key = _node_key(node)
+        if key is None:
+            continue
+        first = seen.get(key)
+        if first is None:
+            seen[key] = node
+            continue
+        node.replace_all_uses_with(first)
+        graph.erase_node(node)
+        merged += 1
+    if merged:
+        log.debug("cse: merged %d nodes", merged)
+    return merged
+
+
+def cleanup(gm) -> Any:
+    """CSE, then DCE (CSE leaves the merged-away nodes' inputs possibly dead). Returns ``gm``."""
+    cse(gm)
+    dce(gm)
+    return gm

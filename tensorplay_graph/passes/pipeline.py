@@ -1,0 +1,96 @@
+"""The pass pipeline, in order, in one place.
+
+=============  ===========================================================
+normalize      framework calls -> ``meta["prim"]`` / ``meta["prim_args"]``
+shape_prop     ``meta["tensor_meta"]`` on every tensor value
+barriers       ``meta["barrier"]`` on nodes that may not join a region
+partition      ``meta["region"]`` / ``meta["backend"]`` / ``meta["declined"]``
+lower          each region -> one call to its compiled ``Kernel``
+cleanup        CSE + DCE (effects kept)
+=============  ===========================================================
+
+>>> gm = compile_graph(capture(fn, x), (x,), backends=["reference"])   # doctest: +SKIP
+>>> gm(x)                                                              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .barriers import barriers
+from .cleanup import cleanup
+from .lower import lower
+from .manager import PassManager
+from .normalize import normalize
+from .partition import partition
+from .shape_prop import shape_prop
+
+__all__ = ["PASS_NAMES", "PLANNING_PASSES", "build_passes", "compile_graph", "plan_graph"]
+
+PASS_NAMES = ("normalize", "shape_prop", "barriers", "partition", "lower", "cleanup")
+#: The passes that decide without compiling anything (``explain`` stops here).
+PLANNING_PASSES = PASS_NAMES[:4]
+
+
+def _configure(backends: Sequence, backend_options: Optional[Dict[str, Dict[str, Any]]]) -> List:
+    """Resolve backend names; apply ``backend_options[name]`` through ``backend.configure``."""
+    from ..backends.registry import resolve_backends
+
+    resolved = []
+    for backend in resolve_backends(backends):
+        options = (backend_options or {}).get(backend.name)
+        configure = getattr(backend, "configure", None)
+        if options and callable(configure):
+            backend = configure(**options) or backend
+        resolved.append(backend)
+    return resolved
+
+
+def build_passes(example_inputs: Tuple[Any, ...] = (), backends: Sequence = ("reference",),
+                 *, upto: Optional[str] = None,
+                 backend_options: Optional[Dict[str, Dict[str, Any]]] = None
+                 ) -> List[Tuple[str, Any]]:
+    """``(name, fn(gm))`` pairs of the pipeline, optionally stopping after pass ``upto``."""
+    resolved = _configure(backends, backend_options)
+    table = {
+        "normalize": normalize,
+        "shape_prop": lambda gm: shape_prop(gm, *example_inputs),
+        "barriers": lambda gm: barriers(gm, resolved),
+        "partition": lambda gm: (partition(gm, resolved), gm)[1],
+        "lower": lambda gm: lower(gm, backends=resolved),
+        "cleanup": cleanup,
+    }
+    if upto is not None and upto not in table:
+        raise ValueError(f"unknown pass {upto!r}; the pipeline is {', '.join(PASS_NAMES)}")
+    names = PASS_NAMES if upto is None else PASS_NAMES[:PASS_NAMES.index(upto) + 1]
+    return [(name, table[name]) for name in names]
+
+
+def _lint_default() -> bool:
+    # Lint is linear but not free: on by default, off with TPG_LINT=0 for big graphs.
+    return os.environ.get("TPG_LINT", "1") != "0"
+
+
+def compile_graph(gm, example_inputs: Tuple[Any, ...] = (), *, backends: Sequence = ("reference",),
+                  debug_dir: Optional[str] = None, lint: Optional[bool] = None,
+                  backend_options: Optional[Dict[str, Dict[str, Any]]] = None,
+                  manager_out: Optional[list] = None):
+    """Run the whole pipeline over ``gm`` (edited in place) and return the executable module.
+
+    ``manager_out``, when a list, receives the ``PassManager`` (for its timings).
+    """
+    manager = PassManager(build_passes(tuple(example_inputs), backends,
+                                       backend_options=backend_options),
+                          lint=_lint_default() if lint is None else lint, debug_dir=debug_dir)
+    if manager_out is not None:
+        manager_out.append(manager)
+    return manager(gm)
+
+
+def plan_graph(gm, example_inputs: Tuple[Any, ...] = (), *, backends: Sequence = ("reference",),
+               debug_dir: Optional[str] = None, lint: Optional[bool] = None):
+    """Run the planning passes only (up to ``partition``): nothing is compiled."""
+    manager = PassManager(build_passes(tuple(example_inputs), backends, upto="partition"),
+                          lint=_lint_default() if lint is None else lint, debug_dir=debug_dir)
+    return manager(gm), manager

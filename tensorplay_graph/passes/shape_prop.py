@@ -1,0 +1,240 @@
+"""``shape_prop``: ``meta["tensor_meta"]`` on every tensor-valued node.
+
+Two modes:
+
+* with example inputs -- run the graph node by node (``Interpreter``) and record
+  each result's metadata (exact, needs data);
+* without -- start from the placeholders' ``tensor_meta`` (or ``meta["val"]``)
+  and apply each node's prim meta rule; registered custom ops (ours and
+  TensorPlay's ``tensorplay.library`` ops) run their ``register_fake`` function
+  on zero tensors of the right metadata; shape queries (``x.size(0)``,
+  ``x.shape``, ``getitem`` on tuples, int arithmetic) are evaluated.
+
+A node with no way to infer its metadata raises ``ShapeError`` naming the node,
+the op and the fix. Non-tensor values (ints) get no ``tensor_meta``; tuple
+results get a tuple of ``TensorMeta`` (``None`` for non-tensor elements).
+
+>>> shape_prop(gm, torch.randn(4, 8))                    # doctest: +SKIP
+>>> shape_prop(gm)   # placeholders already carry tensor_meta     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+import sys
+from typing import Any, Dict
+
+from ..errors import ShapeError
+from ..frameworks import framework_of, tensor_meta
+from ..ir.meta import TensorMeta
+from ..ir.node import Node, map_aggregate, map_arg, target_name
+from .normalize import graph_framework
+
+__all__ = ["shape_prop", "meta_of_value"]
+
+_SHAPE_METHODS = {"size", "dim", "numel", "ndimension", "stride"}
+_SHAPE_ATTRS = {"shape": lambda m: m.shape, "ndim": lambda m: m.ndim, "dtype": lambda m: m.dtype,
+                "device": lambda m: m.device}
+_PURE_MODULES = ("_operator", "builtins", "math")
+
+
+def meta_of_value(value: Any) -> Any:
+    """TensorMeta of a tensor; a tuple of them (None for non-tensors) for a sequence; else None."""
+    if framework_of(value) is not None:
+        return tensor_meta(value)
+    if isinstance(value, (tuple, list)) and any(framework_of(v) is not None for v in value):
+        return tuple(meta_of_value(v) for v in value)
+    return None
+
+
+def _record(node: Node, value: Any) -> None:
+    meta = meta_of_value(value) if not _is_symbolic(value) else _symbolic_meta(value)
+    if meta is not None:
+        node.meta["tensor_meta"] = meta
+
+
+def _is_symbolic(value: Any) -> bool:
+    return isinstance(value, TensorMeta) or (
+        isinstance(value, (tuple, list)) and any(isinstance(v, TensorMeta) for v in value))
+
+
+def _symbolic_meta(value: Any) -> Any:
+    if isinstance(value, TensorMeta):
+        return value
+    return tuple(v if isinstance(v, TensorMeta) else None for v in value)
+
+
+def shape_prop(gm: Any, *example_inputs: Any) -> Any:
+    """Fill ``meta["tensor_meta"]``; from ``example_inputs`` when given, else from meta rules."""
+    if example_inputs:
+        _run_with_inputs(gm, example_inputs)
+    else:
+        _SymbolicPropagator(gm).run()
+    return gm
+
+
+# ----------------------------------------------------------------------------- with data
+
+def _run_with_inputs(gm: Any, example_inputs: tuple) -> None:
+    from ..interpreter import Interpreter
+
+    class _Recorder(Interpreter):
+        def run_node(self, n: Node) -> Any:
+            value = super().run_node(n)
+            _record(n, value)
+            return value
+
+    _Recorder(gm).run(*example_inputs)
+
+
+# ----------------------------------------------------------------------------- without data
+
+def _custom_op_kind(target: Any) -> Any:
+    """``"ours"`` / ``"tensorplay"`` for registered custom ops, else None."""
+    ours = sys.modules.get("tensorplay_graph.library.custom_op")
+    if ours is not None and isinstance(target, ours.CustomOpDef):
+        return "ours"
+    seed = sys.modules.get("tensorplay.library")
+    if seed is not None and isinstance(target, getattr(seed, "CustomOpDef", ())):
+        return "tensorplay"
+    return None
+
+
+def _zeros(meta: TensorMeta, framework: str) -> Any:
+    """A real zero tensor with ``meta``'s shape, dtype and strides (on the CPU)."""
+    if framework == "torch":
+        import torch
+        out = torch.zeros(meta.shape, dtype=getattr(torch, meta.dtype))
+        if not meta.is_contiguous and meta.numel:
+            out = torch.empty_strided(meta.shape, meta.stride, dtype=out.dtype).zero_()
+        return out
+    import tensorplay
+    return tensorplay.zeros(meta.shape, dtype=getattr(tensorplay, meta.dtype))
+
+
+class _SymbolicPropagator:
+    """Walks the graph once; env maps a node to a TensorMeta, tuple, or Python value."""
+
+    def __init__(self, gm: Any) -> None:
+        self.gm = gm
+        self.graph = getattr(gm, "graph", gm)
+        self.env: Dict[Node, Any] = {}
+        self._framework = None
+
+    def framework(self) -> str:
+        if self._framework is None:
+            self._framework = graph_framework(self.graph)
+            if self._framework not in sys.modules:
+                self._framework = "torch" if "torch" in sys.modules else "tensorplay"
+        return self._framework
+
+    def run(self) -> None:
+        for node in self.graph.nodes:
+            value = getattr(self, node.op)(node)
+            self.env[node] = value
+            if _is_symbolic(value):
+                node.meta["tensor_meta"] = _symbolic_meta(value)
+
+    def load(self, args: Any) -> Any:
+        return map_arg(args, lambda n: self.env[n])
+
+    # -- opcodes -------------------------------------------------------------------
+    def placeholder(self, node: Node) -> Any:
+        meta = node.meta.get("tensor_meta")
+        if meta is None and "val" in node.meta:
+            value = node.meta["val"]
+            meta = meta_of_value(value)
+            if meta is None:
+                return value
+        if meta is None:
+            raise ShapeError(
+                f"shape_prop: placeholder {node.name} has no meta['tensor_meta'] (or meta['val']); "
+                f"pass example inputs (shape_prop(gm, *inputs)) or set "
+                f"node.meta['tensor_meta'] = TensorMeta(shape, dtype) on it")
+        return meta
+
+    def get_attr(self, node: Node) -> Any:
+        value = self.gm
+        for atom in node.target.split("."):
+            value = getattr(value, atom)
+        meta = meta_of_value(value)
+        return value if meta is None else meta
+
+    def output(self, node: Node) -> Any:
+        return self.load(node.args[0] if node.args else None)
+
+    def call_method(self, node: Node) -> Any:
+        return self._call(node)
+
+    def call_function(self, node: Node) -> Any:
+        return self._call(node)
+
+    # -- calls ---------------------------------------------------------------------
+    def _call(self, node: Node) -> Any:
+        args, kwargs = self.load(node.args), self.load(node.kwargs)
+        if node.target is operator.getitem and isinstance(args[0], (tuple, list)):
+            return args[0][args[1]]
+        prim = node.meta.get("prim")
+        if prim is not None:
+            return self._apply_prim(node, prim)
+        kind = _custom_op_kind(node.target)
+        if kind is not None:
+            return self._fake(node, kind, args, kwargs)
+        if node.op == "call_method" and isinstance(args[0], TensorMeta) and \
+                node.target in _SHAPE_METHODS:
+            return self._shape_query(node, args, kwargs)
+        if node.target is builtins.getattr and isinstance(args[0], TensorMeta) and \
+                args[1] in _SHAPE_ATTRS:
+            return _SHAPE_ATTRS[args[1]](args[0])
+        if node.op == "call_function" and getattr(node.target, "__module__", None) in _PURE_MODULES \
+                and not _is_symbolic(list(args) + list(kwargs.values())):
+            return node.target(*args, **kwargs)  # int arithmetic on sizes
+        raise ShapeError(
+            f"shape_prop: node {node.name} ({node.op} {target_name(node.target)}) has no meta rule: "
+            f"it maps to no prim and is not a custom op with register_fake. Pass example inputs "
+            f"(shape_prop(gm, *inputs)), add a prim record for it in tensorplay_graph/prims, or "
+            f"wrap it in a custom op with register_fake")
+
+    def _apply_prim(self, node: Node, prim: Any) -> Any:
+        prim_args = self.load(node.meta.get("prim_args", {}))
+        try:
+            return prim.meta(**prim_args)
+        except ShapeError as exc:
+            raise ShapeError(f"shape_prop: node {node.name} (prim {prim.name}, target "
+                             f"{target_name(node.target)}): {exc}") from exc
+        except Exception as exc:  # a bug or bad argument inside a meta rule
+            raise ShapeError(f"shape_prop: node {node.name} (prim {prim.name}): meta rule failed "
+                             f"with {type(exc).__name__}: {exc}; check the node's arguments "
+                             f"{prim_args!r}") from exc
+
+    def _shape_query(self, node: Node, args: tuple, kwargs: dict) -> Any:
+        meta, rest = args[0], list(args[1:]) + list(kwargs.values())
+        if node.target in ("dim", "ndimension"):
+            return meta.ndim
+        if node.target == "numel":
+            return meta.numel
+        table = meta.shape if node.target == "size" else meta.stride
+        return table[rest[0]] if rest else tuple(table)
+
+    def _fake(self, node: Node, kind: str, args: tuple, kwargs: dict) -> Any:
+        op = node.target
+        fake_fn = getattr(op, "_fake_fn", None)
+        if fake_fn is None:
+            raise ShapeError(
+                f"shape_prop: custom op {target_name(op)} at node {node.name} has no fake kernel; "
+                f"register one with @{target_name(op)}.register_fake or pass example inputs")
+        framework = "tensorplay" if kind == "tensorplay" else self.framework()
+        devices = [m.device for m in list(args) + list(kwargs.values()) if isinstance(m, TensorMeta)]
+
+        def realize(value: Any) -> Any:
+            return _zeros(value, framework) if isinstance(value, TensorMeta) else value
+
+        try:
+            out = fake_fn(*map_aggregate(args, realize), **map_aggregate(kwargs, realize))
+        except Exception as exc:
+            raise ShapeError(f"shape_prop: fake kernel of {target_name(op)} failed at node "
+                             f"{node.name}: {type(exc).__name__}: {exc}") from exc
+        device = devices[0] if devices else "cpu"
+        return map_aggregate(out, lambda v: tensor_meta(v).with_(device=device)
+                             if framework_of(v) is not None else v)

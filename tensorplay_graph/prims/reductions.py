@@ -1,0 +1,111 @@
+"""Reduction prims: sum mean amax amin var (dim: int, list or None; keepdim).
+
+The ``reference`` lowering is a NumPy expression; Triton/TileLang reductions are
+built by the backends from the prim name and its canonical arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from . import register
+from .record import Prim
+from .rules import category, reduce_meta, require_meta, to_floating
+
+
+def _axis(dim: Any) -> str:
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return "None"
+    return repr(dim if isinstance(dim, int) else tuple(dim))
+
+
+def sum(a, dim=None, keepdim=False, dtype=None): ...          # noqa: A001 - canonical name
+def mean(a, dim=None, keepdim=False, dtype=None): ...
+def amax(a, dim=None, keepdim=False): ...
+def amin(a, dim=None, keepdim=False): ...
+def var(a, dim=None, correction=1, keepdim=False): ...
+
+
+def sum_meta(a, dim=None, keepdim=False, dtype=None):
+    a = require_meta(a, "sum", "a")
+    default = "int64" if category(a.dtype) < 2 else a.dtype
+    return reduce_meta(a, dim, keepdim, dtype or default, "sum")
+
+
+def mean_meta(a, dim=None, keepdim=False, dtype=None):
+    a = require_meta(a, "mean", "a")
+    return reduce_meta(a, dim, keepdim, dtype or to_floating(a.dtype), "mean")
+
+
+def extremum_meta(op: str):
+    def meta(a, dim=None, keepdim=False):
+        return reduce_meta(require_meta(a, op, "a"), dim, keepdim, a.dtype, op)
+    return meta
+
+
+def var_meta(a, dim=None, correction=1, keepdim=False):
+    a = require_meta(a, "var", "a")
+    return reduce_meta(a, dim, keepdim, to_floating(a.dtype), "var")
+
+
+def _correction(unbiased: Optional[bool], correction: Any) -> Any:
+    if correction is not None:
+        return correction
+    return 1 if unbiased is None else int(bool(unbiased))
+
+
+def _torch_var(args: tuple, kwargs: dict) -> Dict[str, Any]:
+    """torch.var(x, dim=None, *, correction, keepdim) and the legacy
+    var(x, unbiased) / var(x, dim, unbiased, keepdim) overloads."""
+    kw = dict(kwargs)
+    a, rest = args[0], list(args[1:])
+    if rest and isinstance(rest[0], bool):
+        kw["unbiased"] = rest.pop(0)
+    elif rest:
+        kw["dim"] = rest.pop(0)
+        if rest and isinstance(rest[0], bool) and "correction" not in kw:
+            kw["unbiased"] = rest.pop(0)
+        if rest:
+            kw["keepdim"] = rest.pop(0)
+    if rest:
+        raise TypeError("too many arguments")
+    correction = _correction(kw.pop("unbiased", None), kw.pop("correction", None))
+    return {"a": a, "correction": correction, **kw}
+
+
+def _tensorplay_var(args: tuple, kwargs: dict) -> Dict[str, Any]:
+    """tensorplay.var(input, correction=1, dim=None, keepdim=False)."""
+    names = ("a", "correction", "dim", "keepdim")
+    out = dict(zip(names, args))
+    out.update({"a" if k in ("input", "self") else k: v for k, v in kwargs.items()})
+    return out
+
+
+def _tensorplay_method_var(args: tuple, kwargs: dict) -> Dict[str, Any]:
+    """Tensor.var overloads: var(correction) and var(dim, correction, keepdim)."""
+    a, rest = args[0], list(args[1:])
+    if len(rest) == 1 and isinstance(rest[0], int) and "keepdim" not in kwargs and "dim" not in kwargs:
+        return {"a": a, "correction": rest[0], **kwargs}
+    return {"a": a, **dict(zip(("dim", "correction", "keepdim"), rest)), **kwargs}
+
+
+def _record(name, signature, meta, reference, **kw):
+    spellings = (f"tensorplay:{name}", f"torch:{name}", f"method:{name}")
+    return register(Prim(name=name, kind="reduction", signature=signature, meta=meta,
+                         spellings=spellings, lowerings={"reference": reference}, **kw))
+
+
+def _ref(fn: str, dtype: bool = True):
+    def render(a, dim=None, keepdim=False, dtype=None, correction=None):
+        extra = f", ddof={correction!r}" if correction is not None else ""
+        return f"np.{fn}({a}, axis={_axis(dim)}, keepdims={bool(keepdim)!r}{extra})"
+    return render
+
+
+_record("sum", sum, sum_meta, _ref("sum"))
+_record("mean", mean, mean_meta, _ref("mean"))
+_record("amax", amax, extremum_meta("amax"), _ref("amax"))
+_record("amin", amin, extremum_meta("amin"), _ref("amin"))
+_record("var", var, var_meta, _ref("var"),
+        adapters={"torch:var": _torch_var, "method:var": _torch_var,
+                  "tensorplay:var": _tensorplay_var, "tensorplay.method:var": _tensorplay_method_var})

@@ -1,0 +1,185 @@
+"""Shared helpers for prim meta rules: broadcasting, dtype promotion, reduction dims.
+
+Promotion follows torch's ``result_type``: operands are ranked in three tiers
+(tensors with dims, zero-dim tensors, Python scalars); a lower tier only wins
+when its category (bool < integer < floating < complex) is higher, and a Python
+scalar then contributes the default dtype of its category.
+
+>>> broadcast_shapes((4, 1), (3,))
+(4, 3)
+>>> result_type(TensorMeta((3,), "int32"), 1.5)
+'float32'
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional, Sequence, Tuple
+
+from ..errors import ShapeError
+from ..ir.meta import FLOATING_DTYPES, INTEGER_DTYPES, TensorMeta
+
+DEFAULT_FLOAT = "float32"
+DEFAULT_INT = "int64"
+DEFAULT_COMPLEX = "complex64"
+
+_CATEGORY = {"bool": 0, **{d: 1 for d in INTEGER_DTYPES}, **{d: 2 for d in FLOATING_DTYPES},
+             "complex64": 3, "complex128": 3}
+_BITS = {"bool": 1, "uint8": 8, "int8": 8, "int16": 16, "int32": 32, "int64": 64,
+         "float16": 16, "bfloat16": 16, "float32": 32, "float64": 64,
+         "complex64": 64, "complex128": 128}
+_SCALAR_DTYPE = {bool: "bool", int: DEFAULT_INT, float: DEFAULT_FLOAT, complex: DEFAULT_COMPLEX}
+
+
+def is_meta(value: Any) -> bool:
+    return isinstance(value, TensorMeta)
+
+
+def is_scalar(value: Any) -> bool:
+    """A Python number (bool, int, float, complex)."""
+    return isinstance(value, (bool, int, float, complex))
+
+
+def category(dtype: str) -> int:
+    try:
+        return _CATEGORY[dtype]
+    except KeyError:
+        raise ShapeError(f"unknown dtype {dtype!r}; expected one of {sorted(_CATEGORY)}") from None
+
+
+def scalar_dtype(value: Any) -> str:
+    """Default dtype of a Python scalar (``1.0`` -> ``"float32"``)."""
+    for kind in (bool, int, float, complex):  # bool before int: True is an int too
+        if isinstance(value, kind):
+            return _SCALAR_DTYPE[kind]
+    raise ShapeError(f"not a Python scalar: {value!r}")
+
+
+def promote_types(a: str, b: str) -> str:
+    """torch.promote_types over canonical dtype strings."""
+    if a == b:
+        return a
+    ca, cb = category(a), category(b)
+    if ca != cb:
+        hi, lo = (a, b) if ca > cb else (b, a)
+        if category(hi) == 3 and lo == "float64":
+            return "complex128"
+        return hi
+    if ca == 2 and {a, b} == {"float16", "bfloat16"}:
+        return "float32"
+    if ca == 1 and "uint8" in (a, b):
+        other = b if a == "uint8" else a
+        return "int16" if other == "int8" else other
+    return a if _BITS[a] >= _BITS[b] else b
+
+
+def _promote_all(dtypes: Iterable[str]) -> Optional[str]:
+    out = None
+    for d in dtypes:
+        out = d if out is None else promote_types(out, d)
+    return out
+
+
+def _combine_categories(higher: Optional[str], lower: Optional[str]) -> Optional[str]:
+    """torch's combine_categories: ``lower`` only matters when its category is higher."""
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if category(higher) == 3:
+        return higher
+    if category(lower) == 3:
+        return {"float64": "complex128"}.get(higher, lower if category(higher) < 2 else "complex64")
+    if category(higher) == 2:
+        return higher
+    if higher == "bool" or category(lower) == 2:
+        return promote_types(higher, lower)
+    return higher
+
+
+def result_type(*operands: Any) -> str:
+    """Promoted dtype of TensorMeta / Python-scalar operands (other values ignored)."""
+    dims = _promote_all(o.dtype for o in operands if is_meta(o) and o.ndim > 0)
+    zero = _promote_all(o.dtype for o in operands if is_meta(o) and o.ndim == 0)
+    wrapped = _promote_all(scalar_dtype(o) for o in operands if is_scalar(o))
+    out = _combine_categories(_combine_categories(dims, zero), wrapped)
+    if out is None:
+        raise ShapeError("result_type needs at least one tensor or scalar operand")
+    return out
+
+
+def to_floating(dtype: str) -> str:
+    """The dtype of a float-valued op (``exp``) applied to ``dtype``: ints promote to float32."""
+    return dtype if category(dtype) >= 2 else DEFAULT_FLOAT
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> Tuple[int, ...]:
+    """NumPy/torch broadcasting; raises ``ShapeError`` naming both shapes."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for shape in shapes:
+        for i, size in enumerate(shape, start=ndim - len(shape)):
+            if size == out[i] or size == 1:
+                continue
+            if out[i] != 1:
+                raise ShapeError(
+                    f"shapes {[tuple(s) for s in shapes]} cannot broadcast: size {size} vs "
+                    f"{out[i]} at dim {i - ndim}; make those sizes equal or 1")
+            out[i] = size
+    return tuple(out)
+
+
+def tensor_operands(*values: Any) -> list:
+    return [v for v in values if is_meta(v)]
+
+
+def device_of(*values: Any) -> str:
+    """Device of the first tensor operand (``"cpu"`` when all are scalars)."""
+    for v in values:
+        if is_meta(v):
+            return v.device
+    return "cpu"
+
+
+def wrap_dim(dim: int, ndim: int, op: str = "op") -> int:
+    """A non-negative dim index; a 0-d tensor accepts dims -1 and 0, like torch."""
+    bound = max(ndim, 1)
+    if not -bound <= dim < bound:
+        raise ShapeError(f"{op}: dim {dim} out of range for a {ndim}-d tensor "
+                         f"(expected [{-bound}, {bound - 1}])")
+    return dim % bound
+
+
+def reduction_dims(dim: Any, ndim: int, op: str = "reduction") -> Tuple[int, ...]:
+    """Sorted non-negative dims to reduce; ``None`` or an empty list means all dims."""
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return tuple(range(ndim))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    wrapped = sorted({wrap_dim(int(d), ndim, op) for d in dims})
+    if len(wrapped) != len(dims):
+        raise ShapeError(f"{op}: dim {dim} names a dimension twice")
+    return tuple(d for d in wrapped if d < ndim)
+
+
+def reduced_shape(shape: Sequence[int], dims: Tuple[int, ...], keepdim: bool) -> Tuple[int, ...]:
+    if keepdim:
+        return tuple(1 if i in dims else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in dims)
+
+
+def reduce_meta(a: TensorMeta, dim: Any, keepdim: bool, dtype: str, op: str) -> TensorMeta:
+    """TensorMeta of reducing ``a`` over ``dim`` (contiguous result)."""
+    dims = reduction_dims(dim, a.ndim, op)
+    return TensorMeta(reduced_shape(a.shape, dims, bool(keepdim)), dtype, a.device)
+
+
+def require_meta(value: Any, op: str, arg: str) -> TensorMeta:
+    if not is_meta(value):
+        raise ShapeError(f"{op}: argument {arg!r} must be a tensor, got {type(value).__name__} "
+                         f"{value!r}")
+    return value
+
+
+def require_floating(dtype: str, op: str) -> None:
+    if category(dtype) < 2:
+        raise ShapeError(f"{op}: expected a floating-point input, got {dtype}; cast it first "
+                         "(x.float())")
