@@ -7,9 +7,11 @@
 >>> print(e)                                             # doctest: +SKIP
 >>> e.render("plan.svg")                                 # doctest: +SKIP
 
-Planning runs the passes up to ``partition`` on the example inputs' device;
-``assume_device="cuda"`` re-labels every tensor as living there first, so a
-CPU-only machine can show what Triton would claim on a GPU. Kernels are then
+Planning runs the passes up to ``partition``. A backend whose kernels run on
+another device than the example inputs' (``backend.devices``, e.g. Triton's
+``("cuda",)``) is planned for that device: every tensor is re-labelled as living
+there first, so a CPU-only machine shows what Triton would claim on a GPU
+(``assume_device`` forces a device; ``assume_device=False`` plans as given). Kernels are then
 compiled for inspection (``compile_kernels=False`` skips that); a backend that
 cannot be imported is reported, and planning goes on with the others.
 """
@@ -24,6 +26,8 @@ from .ir.meta import TensorMeta
 __all__ = ["explain", "Explanation", "RegionInfo"]
 
 DEFAULT_BACKENDS = ("triton", "tilelang", "reference")
+# Device types of built-in backends that do not (yet) declare ``devices`` themselves.
+_BACKEND_DEVICES = {"triton": ("cuda",), "tilelang": ("cuda",), "reference": ("cpu",)}
 
 
 @dataclass
@@ -52,6 +56,7 @@ class Explanation:
     missing_backends: Dict[str, str] = field(default_factory=dict)
     eager: List[str] = field(default_factory=list)                # unclaimed, not barriers
     timings: Dict[str, float] = field(default_factory=dict)
+    planned_device: Optional[str] = None  # set when tensors were re-labelled for planning
 
     def region_of(self, node_name: str) -> Optional[RegionInfo]:
         return next((r for r in self.regions if node_name in r.nodes), None)
@@ -71,6 +76,9 @@ class Explanation:
     def __str__(self) -> str:
         out = [f"tensorplay_graph plan -- backends in preference order: "
                f"{', '.join(self.backends) or '(none)'}; everything else runs eagerly"]
+        if self.planned_device:
+            out.append(f"  planned as if every tensor lived on {self.planned_device!r} "
+                       f"(nothing was run there)")
         for name, why in self.missing_backends.items():
             out.append(f"  backend {name!r} is not available here, planned without it: {why}")
         claimed = sum(len(r.nodes) for r in self.regions)
@@ -112,6 +120,24 @@ def _relabel_device(gm, device: str) -> None:
             node.meta["tensor_meta"] = move(node.meta["tensor_meta"])
 
 
+def _planning_device(assume_device, backends, example_inputs) -> Optional[str]:
+    """The device to plan for: forced, or the first backend's when the inputs live elsewhere."""
+    if assume_device is False:
+        return None
+    if assume_device not in (None, True):
+        return str(assume_device)
+    from .frameworks import device_type
+
+    here = next((d for d in map(device_type, example_inputs) if d is not None), "cpu")
+    for backend in backends:
+        devices = getattr(backend, "devices", None) or _BACKEND_DEVICES.get(backend.name, ())
+        if devices and here not in devices:
+            return devices[0]
+        if devices:
+            return None
+    return None
+
+
 def _graph_module(fn, example_inputs):
     from .ir import GraphModule
 
@@ -124,7 +150,7 @@ def _graph_module(fn, example_inputs):
 
 def explain(fn: Any, *example_inputs: Any,
             backend: Union[str, Sequence[str], None] = None,
-            assume_device: Optional[str] = None, compile_kernels: bool = True,
+            assume_device: Union[str, bool, None] = None, compile_kernels: bool = True,
             debug_dir: Optional[str] = None) -> Explanation:
     """Plan ``fn`` on ``example_inputs`` and explain every decision.
 
@@ -140,6 +166,7 @@ def explain(fn: Any, *example_inputs: Any,
 
     requested = DEFAULT_BACKENDS if backend is None else backend
     usable, missing = try_resolve_backends(requested)
+    device = _planning_device(assume_device, usable, example_inputs)
     gm = _graph_module(fn, example_inputs)
     regions: List[Any] = []
 
@@ -147,14 +174,15 @@ def explain(fn: Any, *example_inputs: Any,
         regions.extend(partition(g, usable))
 
     passes = [("normalize", normalize), ("shape_prop", lambda g: shape_prop(g, *example_inputs))]
-    if assume_device is not None:
-        passes.append(("assume_device", lambda g: _relabel_device(g, assume_device)))
+    if device is not None:
+        passes.append(("assume_device", lambda g: _relabel_device(g, device)))
     passes += [("barriers", lambda g: barriers(g, usable)), ("partition", plan_partition)]
     manager = PassManager(passes, lint=True, debug_dir=debug_dir)
     gm = manager(gm)
 
     report = Explanation(graph_module=gm, backends=[b.name for b in usable],
-                         missing_backends=missing, timings=dict(manager.timings))
+                         missing_backends=missing, timings=dict(manager.timings),
+                         planned_device=device)
     for region in regions:
         report.regions.append(RegionInfo(region.id, region.backend, region.names,
                                          [n.name for n in region.inputs],

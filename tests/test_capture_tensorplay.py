@@ -128,8 +128,11 @@ def test_closure_and_global_tensors_become_constants():
     weight = tp.randn(4, 4)
 
     def fn(x):
-        return weight + x, weight @ x, x * weight, weight < x, weight[x.abs() >= 0], GLOBAL * x
+        return (weight + x, weight @ x, x * weight, weight < x, weight[x.abs() >= 0], GLOBAL * x,
+                weight.add(x))
     gm = check(fn, tp.randn(4, 4))
+    method = gm.graph.find_nodes(op="call_method", target="add")[0]  # real tensor's method
+    assert method.args[0].target == "_const0" and method.args[1].name == "x"
     consts = targets(gm, "get_attr")
     assert consts == ["_const0", "_const1"]  # one node per distinct tensor
     assert gm.graph.find_nodes(op="get_attr", target="_const0")[0].meta["tensor_meta"].shape == (4, 4)
@@ -199,6 +202,8 @@ def test_hooks_restored_after_capture():
     import tensorplay.graph as tg
 
     tpg.capture(lambda x: tp.add(x, 1), tp.ones(2))
+    with pytest.raises(tpg.GraphCaptureError):
+        tpg.capture(lambda x: x if x.sum() > 0 else -x, tp.ones(2))  # fails mid-trace
     assert tf._capture_call is tg.capture_call and tf._capturing is tg.capturing
     with pytest.raises(TypeError):
         tp.ones(2) + object()

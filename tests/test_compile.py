@@ -86,6 +86,20 @@ def test_lowered_path_really_runs_the_pipeline():
     assert_close(f(x, y), tp_program(x, y))
     runner = next(iter(f.specializations.values()))
     assert runner.lowered is not None and runner.lowered is not runner.captured
+    nodes = list(runner.lowered.graph.nodes)
+    kernels = [i for i, n in enumerate(nodes) if "kernel" in n.meta]
+    custom = [i for i, n in enumerate(nodes) if n.target is scale_shift]
+    assert len(custom) == 1 and nodes[custom[0]].meta.get("barrier")
+    # the custom op splits the fusible work into a region before it and one after it
+    assert kernels and min(kernels) < custom[0] < max(kernels)
+
+
+def test_debug_dir_receives_per_pass_dumps(tmp_path):
+    f = tpg.compile(tp_program, options={"backends": ["reference"], "debug_dir": str(tmp_path)})
+    x, y = tp.randn(2, 8), tp.randn(2, 8)
+    assert_close(f(x, y), tp_program(x, y))
+    dumps = sorted(p.name for p in tmp_path.glob("*.txt"))
+    assert any("normalize" in d for d in dumps) and any("lower" in d for d in dumps)
 
 
 def test_tensorplay_module_equals_eager():

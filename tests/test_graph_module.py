@@ -52,7 +52,8 @@ def test_operators_methods_functions_and_attrs(fw):
     n9 = g.call_function(lib.sum, (n8,), {"dim": 1, "keepdim": True})
     n10 = g.call_function(operator.matmul, (x, g.call_method("transpose", (y, 0, 1))))
     n11 = g.call_function(operator.gt, (n7, n9))
-    g.output((n7, n9, n10, n11))
+    n12 = g.call_function(lib.add, (x, y), {"alpha": 2})
+    g.output((n7, n9, n10, n11, n12))
     g.lint()
     weight = fw["randn"](4, 8)
     gm = GraphModule({"fc1.weight": weight}, g)
@@ -62,12 +63,13 @@ def test_operators_methods_functions_and_attrs(fw):
                      "gt = relu > sum_"):
         assert fragment in code, (fragment, code)
     assert f"{lib.__name__}_" in code  # framework functions are referenced through globals
+    assert "(x, y, alpha=2)" in code
     xv, yv = fw["randn"](4, 8), fw["randn"](4, 8) + 3
     out = gm(xv, yv)
     a = 3 - (xv + weight) * -2.0
     r = (-(a / yv) ** 2).relu()
     expected = (r, lib.relu(a).sum(dim=1, keepdim=True), xv @ yv.transpose(0, 1),
-                r > lib.relu(a).sum(dim=1, keepdim=True))
+                r > lib.relu(a).sum(dim=1, keepdim=True), xv + 2 * yv)
     for got, want in zip(out, expected):
         assert_same(got, want)
 
@@ -183,6 +185,22 @@ def test_attribute_names_cannot_shadow_module_api():
         GraphModule({"graph": 1}, g)
 
 
+def test_error_notes_name_the_node():
+    g = Graph()
+    x = g.placeholder("x")
+    ok = g.call_function(operator.add, (x, 1))
+    bad = g.call_function(operator.truediv, (ok, 0), name="ratio")
+    bad.meta["stack"] = "model.py:12 in forward"
+    g.output(bad)
+    gm = GraphModule({}, g)
+    for _ in range(2):  # first call compiles lazily, second runs the compiled forward directly
+        with pytest.raises(ZeroDivisionError) as info:
+            gm(1)
+        notes = getattr(info.value, "__notes__", [])
+        assert notes == ["while running node ratio (call_function operator.truediv) of "
+                         "GraphModule; user code: model.py:12 in forward"]
+
+
 def test_traceback_shows_generated_line():
     g = Graph()
     x = g.placeholder("x")
@@ -233,9 +251,25 @@ def test_call_overhead_close_to_eager():
     gm = GraphModule({}, g)
     x = tp.randn(4, 8)
     assert gm(x).tolist() == eager(x).tolist()
-    ratios = []
-    for _ in range(3):
-        t_eager = min(timeit.repeat(lambda: eager(x), number=2000, repeat=5))
-        t_gm = min(timeit.repeat(lambda: gm(x), number=2000, repeat=5))
-        ratios.append(t_gm / t_eager)
-    assert min(ratios) < 1.15, ratios
+    t_eager = t_gm = float("inf")
+    for _ in range(15):  # interleaved, best of each: robust to load from other processes
+        t_eager = min(t_eager, timeit.timeit(lambda: eager(x), number=1000))
+        t_gm = min(t_gm, timeit.timeit(lambda: gm(x), number=1000))
+    assert t_gm / t_eager < 1.15, (t_gm, t_eager)
+
+
+def test_deepcopy_is_independent():
+    import copy
+    g = Graph()
+    x = g.placeholder("x")
+    a = g.call_function(operator.mul, (x, g.get_attr("k")))
+    g.output(a)
+    gm = GraphModule({"k": [2]}, g)
+    clone = copy.deepcopy(gm)
+    assert type(clone).__name__ == "GraphModule" and type(clone) is not type(gm)
+    assert clone.graph is not gm.graph and clone.k == [2] and clone.k is not gm.k
+    assert clone(3) == gm(3) == [2, 2, 2]
+    list(clone.graph.nodes)[2].target = operator.add
+    clone.k = [5]
+    assert clone([1]) == [1, 5] and gm(1) == [2]
+    clone.graph.lint()

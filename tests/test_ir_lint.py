@@ -135,3 +135,12 @@ def test_missing_get_attr_on_owning_module():
     del gm.w
     message = lint_error(g)
     assert "'w'" in message and "does not exist" in message
+
+
+def test_placeholder_without_default_after_defaulted_one():
+    g = Graph()
+    g.placeholder("x", default_value=1)
+    g.placeholder("y")
+    g.output(None)
+    message = lint_error(g)
+    assert "'y'" in message and "follows placeholder 'x'" in message

@@ -118,3 +118,21 @@ def test_graph_module_repr_svg():
     g.output(g.call_method("relu", (g.placeholder("x"),)))
     svg = GraphModule({}, g)._repr_svg_()
     assert svg is not None and "<svg" in svg and "relu" in svg
+
+
+def test_package_attribute_is_callable_after_submodule_import():
+    import tensorplay_graph
+    import tensorplay_graph.render  # binds the submodule as the package attribute
+    g = Graph()
+    g.output(g.placeholder("x"))
+    assert "x" in tensorplay_graph.render(g).source
+
+
+def test_missing_graphviz_is_a_clear_error(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "graphviz", None)
+    g = Graph()
+    g.output(g.placeholder("x"))
+    with pytest.raises(ImportError, match="pip install graphviz"):
+        render(g)
+    assert GraphModule({}, g)._repr_svg_() is None

@@ -165,7 +165,7 @@ class Tracer:
         token = ACTIVE_TRACER.set(self)
         try:
             with ExitStack() as stack:
-                if "tensorplay" in sys.modules:
+                if sys.modules.get("tensorplay") is not None:
                     stack.enter_context(_adapter("tensorplay").install_hooks())
                 if _is_module(root):
                     self._patch_module_state(root, stack)

@@ -296,6 +296,16 @@ class Graph:
             val_map[node] = self.node_copy(node, lambda n: val_map[n])
         return None
 
+    def __deepcopy__(self, memo: Dict[int, Any]) -> "Graph":
+        """A new graph with copies of every node (names and meta kept; meta values shared)."""
+        new = Graph()
+        memo[id(self)] = new
+        copied = new.graph_copy(self, {}, return_output_node=True)
+        if copied is not None:
+            value, old_output = copied
+            new.output(value).meta = dict(old_output.meta)
+        return new
+
     def eliminate_dead_code(self, is_impure: Optional[Callable[[Node], bool]] = None) -> bool:
         """Erase unread nodes, last to first; returns whether anything changed.
 

@@ -25,6 +25,7 @@ comment when capture recorded ``meta["stack"]``).
 from __future__ import annotations
 
 import builtins
+import copy
 import itertools
 import linecache
 import logging
@@ -201,6 +202,17 @@ class GraphModule:
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         self.recompile()
         return type(self).forward(self, *args, **kwargs)
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> "GraphModule":
+        """A copy with its own graph and deep-copied attributes."""
+        base = type(self).__bases__[0]
+        new = base.__new__(base, class_name=type(self).__name__)
+        memo[id(self)] = new
+        attrs = {k: v for k, v in vars(self).items() if k not in ("_graph", "_code")}
+        new.__dict__.update(copy.deepcopy(attrs, memo))
+        new._code = None
+        new.graph = copy.deepcopy(self._graph, memo)
+        return new
 
     # -- display ------------------------------------------------------------------
     def print_readable(self, print_output: bool = True) -> str:

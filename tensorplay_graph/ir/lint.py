@@ -3,6 +3,7 @@
 Checked, in order of discovery:
 - list links and node ownership (``node.graph``), opcodes and target types;
 - names: valid, non-reserved identifiers, unique;
+- placeholders with defaults come after those without;
 - order: every input is defined before its use;
 - dangling references: inputs that were erased or belong to another graph;
 - users consistency: ``a in b.all_input_nodes`` exactly when ``b in a.users``;
@@ -88,6 +89,7 @@ def lint_graph(graph: Any) -> None:
     seen: Set[Node] = set()
     names: Dict[str, Node] = {}
     outputs = []
+    default_seen = None
     root = graph._root
     count = 0
     node = root._next
@@ -113,6 +115,13 @@ def lint_graph(graph: Any) -> None:
         _check_inputs(graph, node, seen)
         _check_users(graph, node)
         _check_attr(graph, node)
+        if node.op == "placeholder":
+            if node.args:
+                default_seen = node
+            elif default_seen is not None:
+                raise _fail(node, f"has no default but follows placeholder {default_seen.name!r}, "
+                            "which has one (forward's signature would be invalid)",
+                            "give it a default or move it before the defaulted placeholders")
         if node.op == "output":
             outputs.append(node)
             if node.users:

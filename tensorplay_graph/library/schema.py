@@ -6,6 +6,7 @@ introspection, documentation and ``opcheck``.  Only their shape is checked.
 
 from __future__ import annotations
 
+import builtins
 import inspect
 import re
 import typing
@@ -187,6 +188,46 @@ def annotation_to_schema(annotation: Any) -> str:
     return "Tensor"
 
 
+class _UnknownAnnotation:
+    """Stands for a name a string annotation uses but the function cannot see (a local)."""
+
+
+class _LenientNames(dict):
+    """Name lookup for string annotations: closure, globals, builtins, typing, else unknown."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self._globals = getattr(fn, "__globals__", {})
+        try:
+            self.update(inspect.getclosurevars(fn).nonlocals)
+        except (TypeError, ValueError):
+            pass
+
+    def __missing__(self, key: str) -> Any:
+        for space in (self._globals, vars(builtins), vars(typing)):
+            if key in space:
+                return space[key]
+        return _UnknownAnnotation
+
+
+def _type_hints(fn: Callable[..., Any]) -> dict:
+    """Resolved annotations; string annotations naming invisible locals still resolve."""
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:  # noqa: BLE001 - e.g. a local class named in a string annotation
+        pass
+    names = _LenientNames(fn)
+    hints = {}
+    for key, value in (getattr(fn, "__annotations__", None) or {}).items():
+        if isinstance(value, str):
+            try:
+                value = eval(value, {"__builtins__": builtins}, names)  # noqa: S307 - annotation text
+            except Exception:  # noqa: BLE001 - unparseable: treat as unannotated
+                value = None
+        hints[key] = value
+    return hints
+
+
 def infer_schema(
     prototype_function: Callable[..., Any],
     /,
@@ -209,10 +250,7 @@ def infer_schema(
     mutated = frozenset(validate_mutates_args(mutates_args))
     if not callable(prototype_function):
         raise TypeError(f"prototype_function must be callable, got {type(prototype_function)!r}")
-    try:
-        hints = typing.get_type_hints(prototype_function)
-    except Exception:  # noqa: BLE001 - unresolvable string hints fall back to raw ones
-        hints = dict(getattr(prototype_function, "__annotations__", {}) or {})
+    hints = _type_hints(prototype_function)
     parameters = inspect.signature(prototype_function).parameters
     unknown = sorted(mutated - set(parameters))
     if unknown:

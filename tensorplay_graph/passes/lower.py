@@ -78,17 +78,34 @@ def lower(gm, regions: Optional[Sequence] = None, backends: Optional[Sequence] =
 
     if regions is None:
         regions = regions_from_meta(gm)
-    if not regions:
+    alone = _claimed_alone(gm, start_id=1 + max((r.id for r in regions), default=-1))
+    if not regions and not alone:
         return gm
     table = _backend_table(backends)
     kernels = {}
-    for region in regions:
+    for region in [*regions, *alone]:
         backend = table.get(region.backend) or get_backend(region.backend)
         kernels[region.id] = (_compile(region, backend), region_subgraph(region))
         log.debug("lowered region %d (%d nodes) to %s", region.id, len(region.nodes),
                   kernels[region.id][0])
-    gm.graph = _rebuild(gm.graph, regions, kernels)
+    alone_kernels = {r.nodes[0]: kernels[r.id][0] for r in alone}
+    gm.graph = _rebuild(gm.graph, regions, kernels, alone_kernels)
     return gm
+
+
+def _claimed_alone(gm, start_id: int) -> list:
+    """One-node regions for barrier nodes that partition let a backend run alone."""
+    from ..backends.base import Region
+
+    alone = []
+    for node in gm.graph.nodes:
+        if node.meta.get("barrier") is None or node.meta.get("region") is not None:
+            continue
+        backend = node.meta.get("backend")
+        if backend is not None:
+            alone.append(Region(id=start_id + len(alone), backend=backend, nodes=[node],
+                                inputs=list(node.all_input_nodes), outputs=[node]))
+    return alone
 
 
 def _units(graph, regions):
@@ -165,7 +182,21 @@ def _stable_order(units, unit_of) -> List[int]:
     return order
 
 
-def _rebuild(graph, regions, kernels: Mapping[int, Any]):
+def _emit_alone(new, node, kernel, env) -> Any:
+    """``kernel(*inputs)`` for a node run alone; a getitem unless the op returns a tuple."""
+    call = new.call_function(kernel, tuple(env[i] for i in node.all_input_nodes),
+                             name=f"{node.name}_kernel")
+    call.meta.update({k: v for k, v in node.meta.items() if k != "tensor_meta"})
+    call.meta["kernel"] = kernel
+    if isinstance(node.meta.get("tensor_meta"), tuple):
+        call.meta["tensor_meta"] = node.meta["tensor_meta"]
+        return call
+    item = new.call_function(operator.getitem, (call, 0), name=node.name)
+    item.meta.update({k: v for k, v in node.meta.items() if k in ("tensor_meta", "val", "stack")})
+    return item
+
+
+def _rebuild(graph, regions, kernels: Mapping[int, Any], alone: Mapping[Any, Any]):
     from ..ir import Graph
 
     units, unit_of = _units(graph, regions)
@@ -174,7 +205,9 @@ def _rebuild(graph, regions, kernels: Mapping[int, Any]):
     for idx in _stable_order(units, unit_of):
         unit = units[idx]
         if not hasattr(unit, "nodes"):
-            env[unit] = new.node_copy(unit, lambda n: env[n])
+            kernel = alone.get(unit)
+            env[unit] = (new.node_copy(unit, lambda n: env[n]) if kernel is None
+                         else _emit_alone(new, unit, kernel, env))
             continue
         kernel, subgraph = kernels[unit.id]
         call = new.call_function(kernel, tuple(env[i] for i in unit.inputs),

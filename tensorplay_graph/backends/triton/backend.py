@@ -11,6 +11,7 @@ results go back the same way.
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any, List, Optional
 
@@ -30,6 +31,8 @@ def _custom_op(target: Any) -> Optional[Any]:
 
 def _to_torch(values, foreign: List[bool]) -> list:
     """DLPack crossing for TensorPlay tensors (zero-copy); marks which were foreign."""
+    if "tensorplay" not in sys.modules:  # no TensorPlay tensor can exist: nothing to convert
+        return list(values)
     import torch
     out = []
     for v in values:
@@ -112,13 +115,27 @@ class TritonBackend:
             raise LoweringError(f"triton backend: region {region.id} ({', '.join(region.names)}) "
                                 f"could not be lowered: {type(exc).__name__}: {exc}") from exc
         slots = {node: i for i, node in enumerate(region.inputs) if is_node(node)}
+        width = len(region.inputs)
         for step in steps:
             for node in step.outputs:
-                slots.setdefault(node, len(slots) + len(region.inputs))
+                slots[node] = width
+                width += 1
         plan = [(s.plan, [slots[n] for n in s.inputs], [slots[n] for n in s.outputs]) for s in steps]
         result_slots = [slots[n] for n in region.outputs]
-        width = len(region.inputs) + len(slots)
         sources = _render_examples(steps)
+
+        if len(plan) == 1 and plan[0][1] == list(range(len(region.inputs))) and \
+                plan[0][2] == result_slots == list(range(len(region.inputs), width)):
+            single = plan[0][0]
+
+            def run(*values):  # the common case: one kernel over the region's inputs
+                if "tensorplay" in sys.modules:
+                    foreign: List[bool] = []
+                    outs = tuple(single(*_to_torch(values, foreign)))
+                    return _from_torch(outs) if any(foreign) else outs
+                return tuple(single(*values))
+            return Kernel(f"triton_region_{region.id}", self.name, run, "\n\n".join(sources),
+                          {"kernels": [single.desc.name], "compile_s": time.perf_counter() - start})
 
         def run(*values):
             foreign: List[bool] = []

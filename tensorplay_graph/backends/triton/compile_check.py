@@ -66,5 +66,5 @@ def check_plan(plan: Any, in_meta) -> Dict[str, Any]:
         constexprs, warps = {"BLOCK_SIZE": 1024}, 4
     else:
         block = next_pow2(layout.n)
-        constexprs, warps = {"BLOCK_N": block}, (4 if block < 2048 else 8 if block < 4096 else 16)
+        constexprs, warps = {"BLOCK_N": block}, (4 if block <= 4096 else 8 if block <= 8192 else 16)
     return compile_for_hopper(plan.desc, source, layout, constexprs, warps, plan.cache)

@@ -139,22 +139,23 @@ class KernelPlan:
             grid = ((layout.numel + block - 1) // block,)
             return SpecializedLaunch(fn, source, layout, grid, {"BLOCK_SIZE": block}, 4)
         block_n = next_pow2(layout.n)
-        warps = 4 if block_n < 2048 else (8 if block_n < 4096 else 16)
+        # Measured on H200 (benchmarks/RESULTS.md): 4 warps beat 8/16 for rows up to 4096.
+        warps = 4 if block_n <= 4096 else (8 if block_n <= 8192 else 16)
         warps = int(os.environ.get("TPG_TRITON_ROW_WARPS", warps))
         rows = layout.numel // max(layout.n, 1) if layout.n else 0
         return SpecializedLaunch(fn, source, layout, (rows,), {"BLOCK_N": block_n}, warps)
 
     def __call__(self, *tensors: Any) -> List[Any]:
-        key = tuple((t.shape, t.stride(), t.data_ptr() % 16 == 0) for t in tensors)
+        key = tuple([(t.shape, t.stride(), not t.data_ptr() & 15) for t in tensors])
         spec = self._specs.get(key)
         if spec is None:
-            spec = self._specialize(tensors)
-            self._specs[key] = spec
-        import torch
-        device = tensors[0].device
+            spec = self._specs[key] = self._specialize(tensors)
         if self._torch_dtypes is None:
+            import torch
+            self._empty = torch.empty
             self._torch_dtypes = [getattr(torch, o.dtype) for o in self.desc.outputs]
-        outs = [torch.empty(shape, dtype=dt, device=device)
-                for shape, dt in zip(self.out_shapes, self._torch_dtypes)]
-        spec.launch(list(tensors) + outs)
+        device = tensors[0].device
+        empty = self._empty
+        outs = [empty(shape, dtype=dt, device=device) for shape, dt in zip(self.out_shapes, self._torch_dtypes)]
+        spec.launch(tensors + tuple(outs))
         return outs

@@ -53,13 +53,20 @@ def build(fn: Callable[..., Any], *examples: Any, region_id: int = 0) -> Region:
     return Region(region_id, "triton", nodes, inputs, outputs)
 
 
+class _Eager:
+    """A builder whose ``call`` just calls the target (one object: torch.compile guards stay stable)."""
+
+    @staticmethod
+    def call(target, *args, **kwargs):
+        return target(*args, **kwargs)
+
+
+EAGER = _Eager()
+
+
 def eager(fn: Callable[..., Any], *examples: Any):
-    """Run ``fn`` eagerly with a builder whose ``call`` just calls the target."""
-    class _Eager:
-        @staticmethod
-        def call(target, *args, **kwargs):
-            return target(*args, **kwargs)
-    out = fn(_Eager, *examples)
+    """Run ``fn`` eagerly: every ``b.call`` calls its target."""
+    out = fn(EAGER, *examples)
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
