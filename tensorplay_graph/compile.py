@@ -32,17 +32,16 @@ from __future__ import annotations
 import importlib.util
 import logging
 import sys
-import types
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from .autograd_regions import GraphRunner, graph_constants
 from .compiled import CompiledFunction
 from .frameworks import device_type, is_tensor
+from .library.registry import keep_opaque_to_dynamo
 
 logger = logging.getLogger("tensorplay_graph.compile")
 
 AUTO = "auto"
-_OPAQUE_TO_DYNAMO: Dict[int, Any] = {}
 BackendSpec = Union[str, Sequence[str]]
 
 
@@ -160,29 +159,10 @@ def torch_backend(gm: Any, example_inputs: Sequence[Any], *,
     flat placeholder list, as Dynamo calls it.
     """
     from .capture.importers import import_fx_graph
-    keep_custom_ops_opaque_to_dynamo()  # ops defined since the last compile
+    keep_opaque_to_dynamo()  # ops defined before Dynamo was loaded
     options = dict(options or {})
     return build_runner(import_fx_graph(gm), example_inputs,
                         backends=_requested_backends(AUTO, options), options=options)
-
-
-def keep_custom_ops_opaque_to_dynamo() -> None:
-    """Mark every custom op defined so far ``allow_in_graph`` for Dynamo.
-
-    Dynamo would otherwise inline ``CustomOpDef.__call__`` and trace the
-    op's body into the graph, dissolving the barrier. Runs when the entry
-    point is loaded (``torch.compile(backend="tensorplay_graph")`` loads it
-    before tracing) and at each backend call; an op defined after the first
-    trace of a frame is only kept opaque from the next compile on.
-    """
-    dynamo = sys.modules.get("torch._dynamo")
-    if dynamo is None:
-        return
-    from .library.registry import all_ops
-    for op in all_ops():
-        if id(op) not in _OPAQUE_TO_DYNAMO:
-            dynamo.allow_in_graph(op)
-            _OPAQUE_TO_DYNAMO[id(op)] = op  # keeps the id valid
 
 
 class _ArgumentBinder:
@@ -241,14 +221,4 @@ def _attr(gm: Any, qualname: str) -> Any:
     return value
 
 
-class _CallableModule(types.ModuleType):
-    """Importing the submodule ``tensorplay_graph.compile`` (as the entry points do)
-    rebinds the package attribute ``tensorplay_graph.compile`` to this module;
-    making the module callable keeps ``tensorplay_graph.compile(fn)`` working."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> CompiledFunction:
-        return compile(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
-keep_custom_ops_opaque_to_dynamo()
+keep_opaque_to_dynamo()

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
-import types
 from typing import Any, Dict, List, Optional
 
 from .ir.node import Node, target_name
@@ -176,17 +174,3 @@ def _write(graphviz: Any, dot: Any, path: str, format: str) -> None:
     with open(path, "wb") as fh:
         fh.write(data)
 
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as :func:`render`.
-
-    Importing ``tensorplay_graph.render`` binds the submodule as the package
-    attribute ``render``, shadowing the function, so the module itself
-    forwards calls: ``tensorplay_graph.render(gm)`` works either way.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return render(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -51,7 +51,13 @@ class Kernel:
 
 @runtime_checkable
 class Backend(Protocol):
-    """What a backend provides. ``supports`` returns ``None`` or a reason string."""
+    """What a backend provides. ``supports`` returns ``None`` or a reason string.
+
+    Optional attributes read where present: ``devices`` (device types its
+    kernels run on; ``explain`` plans for them), ``profitable_devices`` (where
+    ``compile(backend="auto")`` picks it), ``configure(**options)`` (returns the
+    backend configured with ``backend_options[name]`` from the pipeline).
+    """
 
     name: str
 

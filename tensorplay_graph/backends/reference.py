@@ -97,6 +97,8 @@ class ReferenceBackend:
     """
 
     name = "reference"
+    #: Device types its kernels run on (``explain`` plans for them).
+    devices: tuple = ("cpu",)
     #: Devices where its kernels are worth choosing over eager dispatch (none: it is a model).
     profitable_devices: tuple = ()
 

@@ -6,6 +6,7 @@ under the GIL, so the call path never locks.
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +62,25 @@ def add_op(op: "CustomOpDef") -> "CustomOpDef":
                 "to reach it or pick a fresh namespace"
             )
         _OPS[op.name] = op
+    if "torch._dynamo" in sys.modules:
+        keep_opaque_to_dynamo(op)
     return op
+
+
+def keep_opaque_to_dynamo(*ops: "CustomOpDef") -> None:
+    """Mark ops (default: every op) ``allow_in_graph`` for torch's Dynamo.
+
+    Dynamo would otherwise inline ``CustomOpDef.__call__`` and trace the op's body
+    into its graph, dissolving the barrier. Ops are marked when defined if Dynamo
+    is loaded, and all at once when the ``torch.compile`` backend is first loaded.
+    """
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None:
+        return
+    for op in ops or all_ops():
+        if not getattr(op, "_opaque_to_dynamo", False):
+            dynamo.allow_in_graph(op)
+            op._opaque_to_dynamo = True
 
 
 def resolve_op(op: Any) -> "CustomOpDef":
