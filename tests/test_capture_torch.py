@@ -168,3 +168,12 @@ def test_torch_custom_op_reaches_one_node():
 
     gm = check(lambda x: twice(x.relu()) + 1, torch.randn(3))
     assert sum(1 for n in gm.graph.nodes if n.op == "call_function" and "twice" in str(n.target)) == 1
+
+
+def test_sequential_numeric_submodule_names_become_identifier_attrs():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 4))
+    x = torch.randn(2, 8)
+    gm = tpg.capture(model, x)
+    attrs = [n.target for n in gm.graph.nodes if n.op == "get_attr"]
+    assert attrs == ["_0.weight", "_0.bias", "_2.weight", "_2.bias"]
+    torch.testing.assert_close(gm(x), model(x))

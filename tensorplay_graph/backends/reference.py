@@ -16,7 +16,6 @@ value to its node's dtype, and converts results back to the inputs' framework
 from __future__ import annotations
 
 import hashlib
-import keyword
 import linecache
 import logging
 from typing import Any, Callable, Dict, Iterable, Optional
@@ -35,8 +34,6 @@ log = logging.getLogger(__name__)
 # NumPy has no bfloat16; complex values are outside the prims' reference rules.
 SUPPORTED_DTYPES = frozenset((FLOATING_DTYPES - {"bfloat16"}) | INTEGER_DTYPES | {"bool"})
 _NP_DTYPE = {d: ("bool_" if d == "bool" else d) for d in SUPPORTED_DTYPES}
-_RESERVED = frozenset({"np", "erf", "inf", "nan", "_cast", "_to_numpy", "_from_numpy",
-                       "_framework", "framework", "kernel"})
 _CACHE: Dict[str, Callable[..., Any]] = {}
 
 
@@ -127,7 +124,10 @@ class ReferenceBackend:
     def compile(self, region: Region) -> Kernel:
         """One Python function for the whole region, cached by its source's hash."""
         source = generate_source(region)
-        digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+        # The comments name the region's nodes; the cache key is the code without them,
+        # so regions of the same structure (repeated layers) compile once.
+        code = "\n".join(line.split("  #", 1)[0] for line in source.splitlines())
+        digest = hashlib.sha256(code.encode()).hexdigest()[:16]
         fn = _CACHE.get(digest)
         if fn is None:
             filename = f"<tpgraph-reference-{digest}>"
@@ -135,21 +135,14 @@ class ReferenceBackend:
             namespace = _namespace()
             exec(compile(source, filename, "exec"), namespace)
             fn = _CACHE[digest] = namespace["kernel"]
-        return Kernel(name=f"reference_{digest}", backend=self.name, fn=fn, source=source,
-                      launch={"cache_key": digest})
+        return Kernel(name=f"reference_{digest}", backend=self.name, fn=fn,
+                      source=_header(region) + source, launch={"cache_key": digest})
 
 
 def _local_names(region: Region) -> Dict[Any, str]:
-    names: Dict[Any, str] = {}
-    taken = set(_RESERVED)
-    for i, node in enumerate([*region.inputs, *region.nodes]):
-        name = node.name
-        if not name.isidentifier() or keyword.iskeyword(name) or name in taken:
-            name = f"v{i}"
-            while name in taken:
-                name = f"{name}_"
-        taken.add(name)
-        names[node] = name
+    """Positional names (``in0``, ``t0``): regions of the same structure share one source."""
+    names: Dict[Any, str] = {node: f"in{i}" for i, node in enumerate(region.inputs)}
+    names.update({node: f"t{i}" for i, node in enumerate(region.nodes)})
     return names
 
 
@@ -166,20 +159,26 @@ def _render_node(node, names: Dict[Any, str]) -> str:
 
 
 def generate_source(region: Region) -> str:
-    """The Python source of ``kernel(*inputs) -> tuple(outputs)`` for ``region``."""
+    """The Python source of ``kernel(*inputs) -> tuple(outputs)`` for ``region``.
+
+    Values get positional names; each line's comment names its prim and node.
+    """
     names = _local_names(region)
     params = [names[n] for n in region.inputs]
-    lines = [f"# tensorplay_graph reference kernel: region {region.id}",
-             f"# nodes: {', '.join(n.name for n in region.nodes)}",
-             f"def kernel({', '.join(params)}):",
+    lines = [f"def kernel({', '.join(params)}):",
              f"    framework = _framework(({''.join(p + ', ' for p in params)}))"]
-    lines += [f"    {p} = _to_numpy({p})" for p in params]
+    lines += [f"    {p} = _to_numpy({p})  # {n.name}" for p, n in zip(params, region.inputs)]
     for node in region.nodes:
         prim = node.meta["prim"].name
-        lines.append(f"    {names[node]} = {_render_node(node, names)}  # {prim}")
+        lines.append(f"    {names[node]} = {_render_node(node, names)}  # {prim}: {node.name}")
     outs = "".join(f"_from_numpy({names[o]}, framework), " for o in region.outputs)
-    lines.append(f"    return ({outs})")
+    lines.append(f"    return ({outs})  # {', '.join(o.name for o in region.outputs)}")
     return "\n".join(lines) + "\n"
+
+
+def _header(region: Region) -> str:
+    return (f"# tensorplay_graph reference kernel: region {region.id}\n"
+            f"# nodes: {', '.join(n.name for n in region.nodes)}\n")
 
 
 BACKEND = register_backend(ReferenceBackend())

@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..errors import GraphCaptureError
 from ..frameworks import framework_of, is_tensor, tensor_meta
+from ..ir.names import is_identifier, sanitize
 from .context import ACTIVE_TRACER, raise_location, user_location
 from .proxy import MISSING, Proxy
 
@@ -96,6 +97,10 @@ class Tracer:
         return _adapter(self._framework).tensor_type() if self._framework else None
 
     def _get_attr(self, qualname: str, value: Any) -> Proxy:
+        # Submodule names need not be identifiers (nn.Sequential's "0"); the attribute
+        # table is ours, so store them under identifier atoms ("0.weight" -> "_0.weight").
+        qualname = ".".join(atom if is_identifier(atom) else sanitize(atom)
+                            for atom in qualname.split("."))
         node = self.graph.get_attr(qualname)
         node.meta["stack"] = user_location()
         _set_tensor_meta(node, value)

@@ -46,7 +46,7 @@ class SpecializedLaunch:
     """One kernel, one layout: ``launch(operands)`` with operands = inputs + outputs."""
 
     __slots__ = ("jit_fn", "template", "ptr_slots", "grid", "constexpr_values", "options",
-                 "_compiled", "_fast", "_stream", "_device", "_launched")
+                 "_fast", "_state")
 
     def __init__(self, jit_fn: Any, source: KernelSource, layout: Layout, grid: Tuple[int, ...],
                  constexprs: Dict[str, int], num_warps: int) -> None:
@@ -56,9 +56,8 @@ class SpecializedLaunch:
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
         self.constexpr_values = [constexprs[name] for name in source.constexprs]
         self.options = dict(constexprs, num_warps=num_warps)
-        self._compiled = None
         self._fast = None
-        self._launched = False
+        self._state = "new"  # new -> (trial -> fast) | jit
 
     def _args(self, operands: Sequence[Any]) -> List[Any]:
         args = list(self.template)
@@ -68,30 +67,41 @@ class SpecializedLaunch:
 
     def launch(self, operands: Sequence[Any]) -> None:
         args = self._args(operands)
-        fast = self._fast
-        if fast is not None:
-            fast(args)
+        state = self._state
+        if state == "fast":
+            self._fast(args)
             return
+        if state == "trial":  # first direct launch: an incompatible Triton fails before launching
+            try:
+                self._fast(args)
+                self._state = "fast"
+                return
+            except TypeError as exc:
+                log.info("triton launcher: direct launch failed (%s); using the JIT path", exc)
+                self._state = "jit"
         compiled = self.jit_fn[self.grid](*args, **self.options)
-        if not self._launched:
-            self._launched = True
+        if state == "new":
             self._fast = _make_fast_path(compiled, self.grid, self.constexpr_values)
+            self._state = "trial" if self._fast is not None else "jit"
 
 
 def _make_fast_path(compiled: Any, grid: Tuple[int, int, int], constexpr_values: List[Any]):
-    """A closure launching ``compiled`` directly, or None when that is not safe here."""
+    """A closure launching ``compiled`` directly, or None when that is not possible here.
+
+    It makes the same ``run`` call as ``JITFunction.run`` (launch hooks included, so
+    profilers still see the launch), minus argument binding and cache-key hashing.
+    """
     if compiled is None or not hasattr(compiled, "packed_metadata"):
         return None  # interpreter mode or an unknown Triton
     try:
         from triton import knobs
         from triton.runtime.driver import driver
-        if knobs.runtime.launch_enter_hook is not None or knobs.runtime.launch_exit_hook is not None:
-            return None
         run = compiled.run
         function = compiled.function
         packed = compiled.packed_metadata
         get_device = driver.active.get_current_device
         get_stream = driver.active.get_current_stream
+        hooks = knobs.runtime
     except Exception as exc:  # pragma: no cover - depends on the Triton build
         log.debug("triton launcher: fast path unavailable (%s); using the JIT path", exc)
         return None
@@ -99,7 +109,10 @@ def _make_fast_path(compiled: Any, grid: Tuple[int, int, int], constexpr_values:
     tail = tuple(constexpr_values)
 
     def fast(args: List[Any]) -> None:
-        run(g0, g1, g2, get_stream(get_device()), function, packed, None, None, None, *args, *tail)
+        stream = get_stream(get_device())
+        enter = hooks.launch_enter_hook
+        meta = compiled.launch_metadata(grid, stream, *args, *tail) if enter is not None else None
+        run(g0, g1, g2, stream, function, packed, meta, enter, hooks.launch_exit_hook, *args, *tail)
 
     return fast
 
