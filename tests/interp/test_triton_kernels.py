@@ -66,8 +66,13 @@ def test_integer_ops_are_exact():
 
 def test_sum_over_all_dims_and_middle_dim():
     def prog(b, x):
-        return b.call(torch.sum, x), b.call(torch.amax, x, 1), b.call(torch.mean, x, (0, 2))
+        return b.call(torch.sum, x), b.call(torch.amax, x, 1), b.call(torch.mean, x, (1, 2))
     check_case(BACKEND, prog, (torch.randn(6, 10, 12),), "float32")
+
+
+def test_split_reduced_dims_are_declined_with_a_reason():
+    region = build(lambda b, x: b.call(torch.mean, x, (0, 2)), torch.randn(6, 10, 12))
+    assert "contiguous run" in BACKEND.supports(region.nodes[0])
 
 
 def test_runtime_strides_differ_from_example():

@@ -91,9 +91,13 @@ class TritonBackend:
             a = node.meta["prim_args"].get("a")
             if not is_node(a):
                 return "reduced operand is not a tensor node"
-            shape = tuple(a.meta["tensor_meta"].shape)
+            shape, stride = tuple(a.meta["tensor_meta"].shape), tuple(a.meta["tensor_meta"].stride)
+            dims = [d for d in row_dims(node, shape) if shape[d] != 1]
+            if any(stride[x] != stride[y] * shape[y] for x, y in zip(dims, dims[1:])):
+                return (f"reduced dims {tuple(dims)} of {a.name} are not one contiguous run in memory, "
+                        "so they cannot form the row of one kernel")
             n = 1
-            for d in row_dims(node, shape):
+            for d in dims:
                 n *= shape[d]
             if n > MAX_ROW:
                 return f"rows of {n} elements exceed the {MAX_ROW} a rows kernel keeps in registers"
