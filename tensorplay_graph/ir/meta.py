@@ -15,6 +15,7 @@ key                 written by                     value
 ``prim_args``       ``normalize``                  ``dict`` canonical argument name -> value
 ``barrier``         ``barriers``                   ``Barrier(code, reason)``
 ``region``          ``partition``                  region id (``int``)
+``backend``         ``partition``                  name of the claiming backend (``str``)
 ``declined``        ``partition``                  ``dict`` backend name -> reason
 ``kernel``          ``lower``                      the compiled ``Kernel`` of a lowered node
 ``subgraph``        ``lower``                      the ``Graph`` the kernel was compiled from

@@ -109,7 +109,6 @@ class PassManager:
             recompile()
         return gm
 
-
     def _lint(self, gm: Any, name: str) -> None:
         try:
             gm.graph.lint()

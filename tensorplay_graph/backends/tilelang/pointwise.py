@@ -126,6 +126,10 @@ class PointwiseKernel:
                                 cache.tilelang_version(), target)
         self._fn: Optional[Callable[..., Any]] = None
         self.c_source = ""
+        self._order: List[int] = []
+        names = [p.name for p in desc.inputs] + [f"out{k}" for k in range(len(desc.outputs))]
+        if len(set(names)) != len(names):
+            raise LoweringError(f"tilelang backend: pointwise parameter names collide: {names}")
 
     def build(self) -> "PointwiseKernel":
         if self._fn is None:
@@ -150,7 +154,15 @@ class PointwiseKernel:
             raise LoweringError("tilelang backend: lowered C source has no block loop to parallelise; "
                                 "TileLang's C codegen changed -- update pointwise._build_c")
         self.c_source = c_source
-        symbol = re.search(r"int32_t (\w+)\(", c_source).group(1)
+        signature = re.search(r"int32_t (\w+)\(([^)]*)\)\s*\{", c_source)
+        symbol = signature.group(1)
+        # TileLang's C codegen orders parameters by name, not as declared.
+        c_params = [p.split("*")[-1].strip() for p in signature.group(2).split(",")]
+        declared = [p.name for p in self.desc.inputs] + [f"out{k}" for k in range(len(self.desc.outputs))]
+        if sorted(c_params) != sorted(declared):
+            raise LoweringError(f"tilelang backend: C kernel parameters {c_params} do not match "
+                                f"the program's {declared}")
+        self._order = [declared.index(p) for p in c_params]
         include = os.path.join(os.path.dirname(tilelang.__file__), "src")
         lib = ctypes.CDLL(str(cache.build_shared_library(c_source, self.key, [include], CPU_FLAGS)))
         fn = getattr(lib, symbol)
@@ -166,7 +178,8 @@ class PointwiseKernel:
         flat = [contiguous(t) for t in inputs]
         if self.target == "c":
             outs = [empty(flat[0], self.desc.shape, o.dtype) for o in self.desc.outputs]
-            status = self._fn(*[t.data_ptr() for t in flat], *[o.data_ptr() for o in outs])
+            pointers = [t.data_ptr() for t in flat] + [o.data_ptr() for o in outs]
+            status = self._fn(*[pointers[k] for k in self._order])
             if status != 0:
                 raise LoweringError(f"tilelang C kernel {self.key} returned status {status}")
             return tuple(outs)
