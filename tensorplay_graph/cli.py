@@ -2,6 +2,7 @@
 
     tpgraph print model.py:forward --input 4x8:float32 [--input 8:int64] [--framework torch]
     tpgraph show  model.py:forward --input 4x8 -o graph.svg
+    tpgraph explain model.py:forward --input 4x8 [--backend triton] [-o DIR]
 
 ``FILE.py:FN`` names a function, an ``nn.Module`` instance, or a module class
 (instantiated without arguments) defined in FILE. Each ``--input`` is
@@ -117,13 +118,19 @@ def make_input(shape: Tuple[int, ...], dtype: str, framework: str, seed: int) ->
     return tensor.to(getattr(tp, dtype))
 
 
-def capture_from_args(args: argparse.Namespace) -> Any:
-    """Load the program named on the command line and capture it on random inputs."""
+def program_from_args(args: argparse.Namespace) -> Tuple[Any, list]:
+    """The program named on the command line and random inputs for it."""
     specs = [parse_input_spec(s) for s in args.input]
     program = load_program(args.target)
     inputs = [make_input(shape, dtype, args.framework, seed)
               for seed, (shape, dtype) in enumerate(specs)]
+    return program, inputs
+
+
+def capture_from_args(args: argparse.Namespace) -> Any:
+    """Load the program named on the command line and capture it on random inputs."""
     from .capture import capture
+    program, inputs = program_from_args(args)
     return capture(program, *inputs)
 
 
@@ -156,10 +163,34 @@ def _run_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _configure_explain(parser: argparse.ArgumentParser) -> None:
+    _add_program_arguments(parser)
+    parser.add_argument("--backend", action="append", default=None, metavar="NAME",
+                        help="backend to plan for, in preference order (repeatable; "
+                             "default: every known backend)")
+    parser.add_argument("-o", "--output", default=None, metavar="DIR",
+                        help="directory for the drawing of every stage (NN_<pass>.dot/.svg) "
+                             "and the final plan (explain.svg)")
+
+
+def _run_explain(args: argparse.Namespace) -> int:
+    from .explain import explain
+    program, inputs = program_from_args(args)
+    report = explain(program, *inputs, backend=args.backend, debug_dir=args.output)
+    sys.stdout.write(f"{report}\n")
+    if args.output:
+        path = os.path.join(args.output, "explain.svg")
+        report.render(path=path)
+        sys.stdout.write(f"\nwrote the stages and {path}\n")
+    return 0
+
+
 COMMANDS: Dict[str, Command] = {
     "print": Command("print the captured graph as a table and its generated code",
                      _add_program_arguments, _run_print),
     "show": Command("draw the captured graph with graphviz", _configure_show, _run_show),
+    "explain": Command("plan the program: regions per backend, barriers and why; "
+                       "draw every stage", _configure_explain, _run_explain),
 }
 
 

@@ -50,6 +50,21 @@ def test_print_with_dtypes_and_framework(program, capsys, framework):
     assert "float64[4x1]" in out and "int64[5]" in out and "x[:, :2]" in out
 
 
+def test_explain_prints_plan_and_writes_every_stage(program, tmp_path, capsys):
+    out_dir = tmp_path / "stages"
+    argv = ["explain", f"{program}:mlp", "--input", "4x8", "--input", "8x3",
+            "--backend", "reference", "-o", str(out_dir)]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    # relu, mul and add fuse into one reference region; the matmul is not claimed.
+    assert "region 0 [reference]: relu, mul, add" in out
+    assert "matmul" in out.split("region 0")[1]
+    dots = sorted(p.name for p in out_dir.glob("*.dot"))
+    assert [name.split("_", 1)[1] for name in dots] == [
+        "input.dot", "normalize.dot", "shape_prop.dot", "barriers.dot", "partition.dot"]
+    assert (out_dir / "explain.svg").read_text().count("cluster_region_0") >= 1
+
+
 @pytest.mark.skipif(shutil.which("dot") is None, reason="needs the graphviz dot binary")
 def test_show_writes_svg(program, tmp_path, capsys):
     target = tmp_path / "out.svg"

@@ -1,0 +1,266 @@
+"""``TileLangBackend``: GEMM + epilogue and pointwise regions, and ``tile_lang_op`` nodes.
+
+>>> from tensorplay_graph.backends.tilelang import TileLangBackend
+>>> TileLangBackend().name
+'tilelang'
+
+CUDA tensors: matmul / linear / bmm / addmm with the pointwise work after them
+fused as an epilogue (see ``gemm``), other pointwise runs fused (``pointwise``).
+CPU tensors: pointwise only, through TileLang's C target, and only where it was
+measured faster than TensorPlay eager (see ``CPU_*`` below and
+benchmarks/RESULTS.md): long chains of cheap float32 ops. Transcendentals stay
+eager on the CPU, whose vectorised exp/tanh beat the scalar libm calls of C.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List, Optional, Tuple
+
+from ...errors import LoweringError
+from ..base import Kernel, Region
+from . import plan as planner
+from .gemm import GEMM_DTYPES, EpInput, EpStep, GemmDesc, GemmKernel, heuristic_config, lower_cuda
+from .pointwise import PointwiseDesc, PwInput, PwOutput, PwStep, compile_pointwise
+from .program import numel
+
+log = logging.getLogger(__name__)
+
+GPU_POINTWISE_DTYPES = ("float16", "bfloat16", "float32")
+# Measured on this 2-core CPU (16M float32): scalar libm calls in the C kernel lose to
+# TensorPlay's vectorised kernels (3-transcendental chain: 204 ms vs 142 ms tp.compile).
+CPU_SLOW_PRIMS = frozenset({"exp", "exp2", "log", "log2", "sin", "cos", "tanh", "sigmoid", "silu",
+                            "gelu", "pow"})
+CPU_MIN_CHAIN = 3        # a fused chain shorter than this saves too little traffic
+CPU_MIN_NUMEL = 1 << 16  # below this, eager's per-op cost is launch overhead, not memory
+
+
+def _is_tile_lang_op(node: Any) -> bool:
+    return bool(getattr(node.target, "is_tile_lang_op", False))
+
+
+def _gemm_dims(node: Any) -> Tuple[Optional[tuple], Optional[str]]:
+    """((batch, M, N, K, trans_b), None) for a matmul-kind node, or (None, reason)."""
+    prim, args = node.meta["prim"], node.meta.get("prim_args") or {}
+    if prim.name == "linear":
+        a, b, trans_b = args.get("a"), args.get("weight"), True
+    elif prim.name in ("matmul", "bmm", "addmm"):
+        a, b, trans_b = args.get("a"), args.get("b"), False
+    else:
+        return None, f"matmul prim {prim.name!r} has no TileLang GEMM template"
+    if not (planner.is_node(a) and planner.is_node(b)):
+        return None, f"{prim.name}: operands must be tensors"
+    sa, sb = planner.tensor_meta(a).shape, planner.tensor_meta(b).shape
+    if len(sb) == 2 and len(sa) >= 2:
+        K = sa[-1]
+        N = sb[0] if trans_b else sb[1]
+        if (sb[1] if trans_b else sb[0]) != K:
+            return None, f"{prim.name}: inner sizes differ ({sa} x {sb})"
+        return (0, numel(sa[:-1]), N, K, trans_b), None
+    if len(sa) == 3 and len(sb) == 3 and sa[0] == sb[0] and not trans_b:
+        return (sa[0], sa[1], sb[2], sa[2], False), None
+    return None, f"{prim.name}: operand shapes {sa} x {sb} are not a 2-d or batched GEMM"
+
+
+class TileLangBackend:
+    """The TileLang backend. ``device="cuda"`` plans CUDA kernels whatever the metas say
+    (for lowering to CUDA source on a machine without a GPU)."""
+
+    name = "tilelang"
+
+    def __init__(self, device: Optional[str] = None, autotune: bool = False) -> None:
+        self.device = device
+        self.autotune = autotune
+
+    def configure(self, device: Optional[str] = None, autotune: Optional[bool] = None) -> "TileLangBackend":
+        """A copy with options (``compile(..., backend_options={"tilelang": {...}})``)."""
+        return TileLangBackend(device if device is not None else self.device,
+                               self.autotune if autotune is None else autotune)
+
+    # ------------------------------------------------------------------ support
+    def supports(self, node: Any) -> Optional[str]:
+        """None when this backend can take ``node``; otherwise why not."""
+        if node.op == "call_function" and _is_tile_lang_op(node):
+            return None
+        prim = node.meta.get("prim")
+        if prim is None:
+            return "no prim (normalize found no canonical op) and not a tile_lang_op"
+        meta = node.meta.get("tensor_meta")
+        if not hasattr(meta, "shape"):
+            return "no single tensor_meta (run shape_prop; multi-output ops are not lowered)"
+        device = self.device or meta.device_type
+        if prim.kind == "matmul":
+            return self._supports_matmul(node, meta, device)
+        if prim.kind == "pointwise":
+            return self._supports_pointwise(node, prim, meta, device)
+        return f"prim {prim.name!r} is {prim.kind}; tilelang lowers matmul and pointwise prims"
+
+    def _supports_matmul(self, node: Any, meta: Any, device: str) -> Optional[str]:
+        if device != "cuda":
+            return f"GEMM kernels need a CUDA (Hopper) device, tensor is on {device!r}"
+        dtypes = {planner.tensor_meta(v).dtype for v in planner.tensor_args(node)}
+        if not dtypes <= set(GEMM_DTYPES):
+            return f"GEMM dtypes {sorted(dtypes)} unsupported; cast operands to bfloat16 or float16"
+        dims, reason = _gemm_dims(node)
+        if reason:
+            return reason
+        batch, M, N, K, trans_b = dims
+        probe = GemmDesc(M, N, K, dtypes.pop(), meta.dtype, trans_b, batch)
+        if heuristic_config(probe) is None:
+            return f"GEMM {M}x{N}x{K} is not a multiple of 64x64x32 tiles"
+        return None
+
+    def _supports_pointwise(self, node: Any, prim: Any, meta: Any, device: str) -> Optional[str]:
+        if "tilelang" not in prim.lowerings:
+            return f"prim {prim.name!r} has no tilelang lowering template"
+        operands = planner.tensor_args(node)
+        dtypes = {meta.dtype} | {planner.tensor_meta(v).dtype for v in operands}
+        if device == "cuda":
+            bad = dtypes - set(GPU_POINTWISE_DTYPES)
+            return f"dtypes {sorted(bad)} unsupported (floating only)" if bad else None
+        if device != "cpu":
+            return f"no TileLang target for device {device!r}"
+        if dtypes != {"float32"}:
+            return f"CPU kernels take float32 only, got {sorted(dtypes)}"
+        if prim.name in CPU_SLOW_PRIMS:
+            return (f"{prim.name} on CPU: TileLang's C target calls scalar libm, slower than "
+                    f"TensorPlay eager (see benchmarks/RESULTS.md)")
+        if meta.numel < CPU_MIN_NUMEL:
+            return f"{meta.numel} elements < {CPU_MIN_NUMEL}: too small to gain from fusion on CPU"
+        if self._cheap_chain(node, meta) < CPU_MIN_CHAIN:
+            return f"CPU chain of cheap ops shorter than {CPU_MIN_CHAIN}; eager is as fast"
+        return None
+
+    def _cheap_chain(self, node: Any, meta: Any) -> int:
+        """Size (capped) of the connected same-shape cheap float32 pointwise nodes around ``node``."""
+        seen, todo = {node}, [node]
+        while todo and len(seen) < CPU_MIN_CHAIN:
+            n = todo.pop()
+            for m in list(n.all_input_nodes) + list(n.users):
+                prim, m_meta = m.meta.get("prim"), m.meta.get("tensor_meta")
+                if (m not in seen and prim is not None and prim.kind == "pointwise"
+                        and prim.name not in CPU_SLOW_PRIMS and hasattr(m_meta, "shape")
+                        and m_meta.shape == meta.shape and m_meta.dtype == "float32"):
+                    seen.add(m)
+                    todo.append(m)
+        return len(seen)
+
+    # ------------------------------------------------------------------ compile
+    def compile(self, region: Region) -> Kernel:
+        """One ``Kernel`` running the region's groups (GEMMs, pointwise runs, ops) in order."""
+        if any(_is_tile_lang_op(n) for n in region.nodes):
+            return self._compile_ops(region)
+        device = self.device or planner.tensor_meta(region.nodes[0]).device_type
+        names = planner.value_names(list(region.inputs) + list(region.nodes))
+        steps = []
+        for group in planner.plan(region):
+            if group.kind == "gemm":
+                steps.append(self._gemm_step(group, names))
+            else:
+                steps.append(self._pointwise_step(group, names, "c" if device == "cpu" else "cuda"))
+        return self._kernel(region, steps)
+
+    def gemm_descs(self, region: Region) -> List[Tuple[GemmDesc, List[Any]]]:
+        """(GemmDesc, operand nodes) for each GEMM group of ``region``."""
+        names = planner.value_names(list(region.inputs) + list(region.nodes))
+        return [self._gemm_desc(g, names) for g in planner.plan(region) if g.kind == "gemm"]
+
+    def cuda_sources(self, region: Region, arch: str = "sm_90a") -> List[str]:
+        """CUDA C++ of every GEMM in ``region`` for ``arch``; needs no GPU."""
+        return [lower_cuda(d, heuristic_config(d), arch) for d, _ in self.gemm_descs(region)]
+
+    def _gemm_desc(self, group: planner.Group, names: Dict[Any, str]) -> Tuple[GemmDesc, List[Any]]:
+        mm = group.nodes[0]
+        prim, args = mm.meta["prim"], mm.meta.get("prim_args") or {}
+        (batch, M, N, K, trans_b), _ = _gemm_dims(mm)
+        a, b = args["a"], args["weight" if prim.name == "linear" else "b"]
+        out_shape = tuple(planner.tensor_meta(mm).shape)
+        ep_inputs: List[Tuple[Any, str]] = []
+        expr = "acc_v"
+        if prim.name == "linear" and planner.is_node(args.get("bias")):
+            ep_inputs.append((args["bias"], "col"))
+            expr = f"(acc_v + {names[args['bias']]}_v)"
+        elif prim.name == "addmm":
+            kind = planner.epilogue_kind(args["c"], out_shape)
+            if kind is None:
+                raise LoweringError(f"tilelang backend: addmm {mm.name!r} input of shape "
+                                    f"{planner.tensor_meta(args['c']).shape} is not (N,) or (M, N)")
+            ep_inputs.append((args["c"], kind))
+            expr = f"({args['alpha']!r} * acc_v + {args['beta']!r} * {names[args['c']]}_v)"
+        ep_inputs += [e for e in group.ep_inputs if e[0] not in [x for x, _ in ep_inputs]]
+        steps = [EpStep(names[mm], expr)] if (expr != "acc_v" or len(group.nodes) > 1) else []
+        for node in group.nodes[1:]:
+            steps.append(EpStep(names[node], node.meta["prim"].render(
+                "tilelang", **planner.render_args(node, names))))
+        dtype = planner.tensor_meta(a).dtype
+        desc = GemmDesc(M, N, K, dtype, planner.tensor_meta(group.tail).dtype, trans_b, batch,
+                        tuple(EpInput(names[n], k, planner.tensor_meta(n).dtype) for n, k in ep_inputs),
+                        tuple(steps), names[group.tail] if steps else "acc",
+                        tuple(n.format_node() for n in group.nodes))
+        return desc, [a, b] + [n for n, _ in ep_inputs]
+
+    def _gemm_step(self, group: planner.Group, names: Dict[Any, str]):
+        desc, operands = self._gemm_desc(group, names)
+        cfg = None
+        if self.autotune:
+            from .autotune import tuned_config
+            cfg = tuned_config(desc)
+        kernel = GemmKernel(desc, cfg).build()
+        shape = tuple(planner.tensor_meta(group.tail).shape)
+        return ("gemm", kernel, operands, [group.tail], [shape])
+
+    def _pointwise_step(self, group: planner.Group, names: Dict[Any, str], target: str):
+        inside = set(group.nodes)
+        inputs: List[Any] = []
+        for n in group.nodes:
+            for v in planner.tensor_args(n):
+                if v not in inside and v not in inputs:
+                    inputs.append(v)
+        shape = tuple(planner.tensor_meta(group.tail).shape)
+        desc = PointwiseDesc(
+            shape,
+            tuple(PwInput(names[v], tuple(planner.tensor_meta(v).shape), planner.tensor_meta(v).dtype)
+                  for v in inputs),
+            tuple(PwStep(names[n], n.meta["prim"].render("tilelang", **planner.render_args(n, names)))
+                  for n in group.nodes),
+            tuple(PwOutput(names[o], planner.tensor_meta(o).dtype) for o in group.outputs),
+            tuple(n.format_node() for n in group.nodes))
+        kernel = compile_pointwise(desc, target)
+        return ("pointwise", kernel, inputs, list(group.outputs), [shape] * len(group.outputs))
+
+    def _kernel(self, region: Region, steps: list) -> Kernel:
+        inputs, outputs = list(region.inputs), list(region.outputs)
+
+        def run(*values: Any) -> tuple:
+            env = dict(zip(inputs, values))
+            for _, kernel, operands, produced, shapes in steps:
+                results = kernel(*[env[v] for v in operands])
+                for node, value, shape in zip(produced, results, shapes):
+                    env[node] = value.reshape(shape) if tuple(value.shape) != shape else value
+            return tuple(env[o] for o in outputs)
+
+        source = "\n\n".join(k.source for _, k, *_ in steps)
+        launch = {"kernels": [{"kind": kind, "key": k.key, **({"tiles": k.cfg.__dict__} if kind == "gemm" else {})}
+                              for kind, k, *_ in steps]}
+        return Kernel(f"tilelang_region_{region.id}", self.name, run, source, launch)
+
+    def _compile_ops(self, region: Region) -> Kernel:
+        """``tile_lang_op`` nodes: call the op, which runs its registered TileLang kernel."""
+        from ...ir.node import map_arg
+        inputs, outputs, nodes = list(region.inputs), list(region.outputs), list(region.nodes)
+
+        def run(*values: Any) -> tuple:
+            env = dict(zip(inputs, values))
+            for node in nodes:
+                args = map_arg(node.args, lambda n: env[n])
+                kwargs = map_arg(node.kwargs, lambda n: env[n])
+                env[node] = node.target(*args, **kwargs)
+            return tuple(env[o] for o in outputs)
+
+        names = ", ".join(n.name for n in nodes)
+        return Kernel(f"tilelang_ops_{region.id}", self.name, run,
+                      f"# tile_lang_op nodes run their registered kernels: {names}\n", {"ops": names})
+
+
+def make_backend() -> TileLangBackend:
+    return TileLangBackend()
