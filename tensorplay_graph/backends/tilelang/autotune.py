@@ -1,0 +1,93 @@
+"""A small, cached, reproducible tile-size sweep for GEMM kernels (CUDA only).
+
+Every candidate of ``gemm.CANDIDATES`` that divides the problem is built and
+timed on the same seeded inputs (median of CUDA-event timings); the winner is
+stored in ``<cache>/gemm_autotune.json`` under a key of the description, the
+GPU name and the TileLang version, so later runs reuse it without timing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from . import cache
+from .gemm import GemmDesc, GemmKernel, TileConfig, candidates_for, heuristic_config
+
+log = logging.getLogger(__name__)
+_FILE = "gemm_autotune.json"
+SWEEP_SIZE = 4  # the biggest-tile candidates; smaller ones never won on Hopper at these sizes
+
+
+def _key(desc: GemmDesc) -> str:
+    import torch
+    return cache.digest(repr(desc), torch.cuda.get_device_name(), cache.tilelang_version())
+
+
+def _load() -> Dict[str, dict]:
+    try:
+        return json.loads((cache.cache_dir() / _FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _inputs(desc: GemmDesc):
+    import torch
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    dt = getattr(torch, desc.dtype)
+    lead = (desc.batch,) if desc.batch else ()
+
+    def rnd(*shape):
+        return (torch.randn(*shape, generator=gen, device="cuda", dtype=torch.float32) * 0.1).to(dt)
+
+    a = rnd(*lead, desc.M, desc.K)
+    b = rnd(*lead, *((desc.N, desc.K) if desc.trans_b else (desc.K, desc.N)))
+    ep = [rnd(desc.N) if e.kind == "col" else rnd(*lead, desc.M, desc.N) for e in desc.ep_inputs]
+    return a, b, ep
+
+
+def time_kernel(kernel: GemmKernel, args, reps: int = 20) -> float:
+    """Median milliseconds of ``kernel(*args)`` over ``reps`` CUDA-event timings."""
+    import torch
+    for _ in range(3):
+        kernel(*args)
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        kernel(*args)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+def sweep(desc: GemmDesc, candidates: Optional[Sequence[TileConfig]] = None,
+          reps: int = 20) -> List[Tuple[TileConfig, float]]:
+    """(config, median ms) for each candidate that builds; failures are logged and skipped."""
+    a, b, ep = _inputs(desc)
+    results = []
+    for cfg in candidates or candidates_for(desc)[:SWEEP_SIZE]:
+        try:
+            kernel = GemmKernel(desc, cfg).build()
+            results.append((cfg, time_kernel(kernel, (a, b, *ep), reps)))
+        except Exception as exc:  # a config that does not fit (smem, registers) is skipped
+            log.warning("tilelang autotune: %s failed: %s", cfg, exc)
+    return results
+
+
+def tuned_config(desc: GemmDesc, candidates: Optional[Sequence[TileConfig]] = None) -> Optional[TileConfig]:
+    """The cached winner for ``desc``, sweeping once when there is none."""
+    key = _key(desc)
+    table = _load()
+    if key in table:
+        return TileConfig(**table[key]["config"])
+    results = sweep(desc, candidates)
+    if not results:
+        return heuristic_config(desc)
+    best, ms = min(results, key=lambda r: r[1])
+    table[key] = {"config": best.__dict__, "ms": ms, "desc": f"{desc.M}x{desc.N}x{desc.K} {desc.dtype}",
+                  "all": [[c.__dict__, t] for c, t in results]}
+    cache.write_atomic(cache.cache_dir() / _FILE, json.dumps(table, indent=1, sort_keys=True))
+    return best
