@@ -1,10 +1,11 @@
-"""GPU benchmarks: torch eager vs torch.compile (Inductor) vs tensorplay_graph backends.
+"""GPU benchmarks of the product: tensorplay_graph.compile(program, backend="triton")
+vs torch eager and torch.compile (Inductor), all measured in the same run.
 
 Run on the H200 (device tool):  PYTHONPATH=$PWD python benchmarks/gpu.py --out $OUT
-Workloads are rows of WORKLOADS: (name, program builder, inputs factory, bytes moved).
-Another backend (TileLang) can add rows and a column in BACKENDS without touching the rest.
-Every figure of one run is measured in that run; results print as a table and go to
-<out>/gpu_results.json.
+Workloads are rows of WORKLOADS: (name, plain torch program, inputs factory, ideal bytes
+moved, launch bound). Each program goes through the whole product path: capture ->
+normalize -> shape_prop -> barriers -> partition -> lower -> cleanup -> run. Results print
+as JSON lines and go to <out>/gpu_results.json. (TileLang rows: benchmarks/gpu_tilelang.py.)
 """
 
 from __future__ import annotations
@@ -25,32 +26,31 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_TMP, "inductor"))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+import tensorplay_graph as tpg  # noqa: E402
 
-def chain(b, x, y):
-    a = b.call(torch.mul, x, y)
-    a = b.call(torch.add, a, 1.0)
-    a = b.call(torch.sigmoid, a)
-    a = b.call(torch.mul, a, x)
-    a = b.call(torch.sub, a, 0.5)
-    a = b.call(torch.relu, a)
-    a = b.call(torch.mul, a, 2.0)
-    return b.call(torch.add, a, y)
+M, N, BF = 32768, 4096, torch.bfloat16
 
 
-def softmax(b, x):
-    return b.call(torch.softmax, x, -1)
+# ----------------------------------------------------------------------------- programs
+def chain(x, y):
+    a = x * y + 1.0
+    a = torch.sigmoid(a) * x
+    a = torch.relu(a - 0.5) * 2.0
+    return a + y
 
 
-def add_ln_gelu(b, x, r, w, bias):
-    h = b.call(torch.add, x, r)
-    return b.call(F.gelu, b.call(F.layer_norm, h, (4096,), w, bias))
+def softmax(x):
+    return torch.softmax(x, -1)
+
+
+def add_ln_gelu(x, r, w, b):
+    return F.gelu(F.layer_norm(x + r, (N,), w, b))
 
 
 def _rnd(*shape, dtype=torch.float32):
     return torch.randn(*shape, device="cuda", dtype=dtype)
 
 
-M, N, BF = 32768, 4096, torch.bfloat16
 WORKLOADS = [
     # name, program, inputs, bytes moved (ideal), launch_bound
     ("pointwise chain 64M fp32", chain, lambda: (_rnd(64 * 2 ** 20), _rnd(64 * 2 ** 20)), 3 * 4 * 64 * 2 ** 20, False),
@@ -61,9 +61,28 @@ WORKLOADS = [
 ]
 
 
-def eager_fn(program):
-    from tensorplay_graph.backends.triton.testing import eager
-    return lambda *xs: eager(program, *xs)
+# ----------------------------------------------------------------------------- helpers
+def fresh_caches():
+    """Empty Triton / tensorplay_graph / Inductor caches (disk and memory) for a cold compile."""
+    import torch._dynamo
+    from tensorplay_graph.backends.triton import cache
+    root = tempfile.mkdtemp(prefix="cold_", dir=_TMP)
+    for var, sub in (("TRITON_CACHE_DIR", "triton"), ("TPG_CACHE_DIR", "tpg"),
+                     ("TORCHINDUCTOR_CACHE_DIR", "inductor")):
+        os.environ[var] = os.path.join(root, sub)
+    cache._DEFAULT = None
+    for name in [m for m in sys.modules if m.startswith("tensorplay_graph_triton_")]:
+        del sys.modules[name]  # generated kernel modules hold Triton's in-memory binaries
+    torch._dynamo.reset()
+
+
+def first_call(fn, args):
+    """(result, seconds) of ``fn(*args)`` including the device work."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    out = fn(*args)
+    torch.cuda.synchronize()
+    return out, time.perf_counter() - start
 
 
 def bench_gpu(fn, args, reps=50):
@@ -85,7 +104,9 @@ def bench_wall(fn, args, iters=2000):
 
 
 def peak_mb(fn, args):
+    fn(*args)
     torch.cuda.synchronize()
+    torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     fn(*args)
     torch.cuda.synchronize()
@@ -99,48 +120,64 @@ def copy_bandwidth():
     return 2 * x.numel() * 4 / ms / 1e6  # GB/s
 
 
-def compile_ours(program, args):
-    from tensorplay_graph.backends.triton import BACKEND
-    from tensorplay_graph.backends.triton.testing import build
-    start = time.perf_counter()
-    kernel = BACKEND.compile(build(program, *args))
-    kernel(*args)
-    torch.cuda.synchronize()
-    return kernel, time.perf_counter() - start
-
-
-def compile_inductor(program, args):
-    fn = torch.compile(eager_fn(program))
-    start = time.perf_counter()
-    fn(*args)
-    torch.cuda.synchronize()
-    return fn, time.perf_counter() - start
+def as_tuple(out):
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
 def check(out, ref, tol):
-    for o, r in zip(out, ref):
+    for o, r in zip(as_tuple(out), as_tuple(ref)):
+        assert o.shape == r.shape and o.dtype == r.dtype, (o.shape, r.shape, o.dtype, r.dtype)
         torch.testing.assert_close(o.float(), r.float(), atol=tol, rtol=tol)
 
 
+def summary(compiled):
+    from tensorplay_graph.backends.triton.testing import lowered_summary
+    return lowered_summary(compiled)
+
+
+def kernel_only(compiled, args):
+    """The generated kernel alone, when the program lowered to one kernel over its inputs."""
+    from tensorplay_graph.backends.triton.testing import lowered_module
+    gm = lowered_module(compiled)
+    calls = [n for n in gm.graph.nodes if "kernel" in n.meta]
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(calls) != 1 or list(calls[0].args) != placeholders[:len(args)]:
+        return None
+    return calls[0].meta["kernel"]
+
+
+# ----------------------------------------------------------------------------- steps
 def run_workloads(results):
-    from tensorplay_graph.backends.triton import CudaGraphRunner
     copy_gbs = copy_bandwidth()
     results["copy_GBps"] = copy_gbs
-    print(f"device copy bandwidth: {copy_gbs:.0f} GB/s")
-    for name, program, make, nbytes, launch_bound in WORKLOADS:
+    print(f"device copy bandwidth: {copy_gbs:.0f} GB/s", flush=True)
+    for index, (name, program, make, nbytes, launch_bound) in enumerate(WORKLOADS):
         args = make()
-        eager = eager_fn(program)
-        ref = eager(*args)
-        ours, ours_cold = compile_ours(program, args)
-        ind, ind_cold = compile_inductor(program, args)
+        ref = program(*args)
         tol = 1e-4 if args[0].dtype == torch.float32 else 6e-2
-        check(ours(*args), ref, tol)
-        row = {"workload": name, "cold_s_ours": ours_cold, "cold_s_inductor": ind_cold}
-        fns = {"eager": eager, "inductor": ind, "ours": ours}
+        fresh_caches()
+        ours = tpg.compile(program, backend="triton")
+        out, ours_cold = first_call(ours, args)
+        check(out, ref, tol)
+        shape = summary(ours)
+        assert shape["eager"] == [] and len(shape["kernels"]) == 1, f"{name}: lowered to {shape}"
+        fresh_caches()
+        ind = torch.compile(program)
+        _, ind_cold = first_call(ind, args)
+        row = {"workload": name, "lowered": shape, "cold_s_ours": ours_cold,
+               "cold_s_inductor": ind_cold, "cold_ratio": ours_cold / ind_cold}
+        if index == 0:
+            row["note"] = "Inductor's first compile of the process (starts its compile workers)"
+        fns = {"eager": program, "inductor": ind, "ours": ours}
+        kernel = kernel_only(ours, args)
+        if kernel is not None:
+            fns["ours_kernel_only"] = kernel
         if launch_bound:
-            fns["ours+cudagraph"] = CudaGraphRunner(ours)
-            check(fns["ours+cudagraph"](*args), ref, tol)
-            fns["inductor_reduce_overhead"] = torch.compile(eager_fn(program), mode="reduce-overhead")
+            graphs = tpg.compile(program, backend="triton", options={"cuda_graphs": True})
+            for _ in range(3):
+                check(graphs(*args), ref, tol)
+            fns["ours+cuda_graphs"] = graphs
+            fns["inductor_reduce_overhead"] = torch.compile(program, mode="reduce-overhead")
             for key, fn in fns.items():
                 row[f"us_{key}"] = bench_wall(fn, args)
         else:
@@ -154,46 +191,12 @@ def run_workloads(results):
         row["speedup_vs_inductor"] = row[f"{unit}_inductor"] / row[f"{unit}_ours"]
         row["speedup_vs_eager"] = row[f"{unit}_eager"] / row[f"{unit}_ours"]
         if launch_bound:
-            row["cudagraph_speedup_vs_inductor"] = row["us_inductor"] / row["us_ours+cudagraph"]
+            row["time_vs_inductor"] = row["us_ours"] / row["us_inductor"]
+            row["cuda_graphs_time_vs_inductor"] = row["us_ours+cuda_graphs"] / row["us_inductor"]
         results["workloads"].append(row)
-        print(json.dumps(row, indent=None))
-        del args, ours, ind
+        print(json.dumps(row), flush=True)
+        del args, ours, ind, fns, kernel, ref, out
         torch.cuda.empty_cache()
-
-
-def row_warps_sweep(results):
-    """Time the rows kernels with other num_warps choices (tunes the heuristic)."""
-    from tensorplay_graph.backends.triton import TritonBackend
-    from tensorplay_graph.backends.triton.testing import build
-    sweep = {}
-    for name, program, make, nbytes, _ in WORKLOADS[1:3]:
-        args = make()
-        for warps in (4, 8, 16, 32):
-            os.environ["TPG_TRITON_ROW_WARPS"] = str(warps)
-            kernel = TritonBackend().compile(build(program, *args))
-            ms = bench_gpu(kernel, args)
-            sweep[f"{name} warps={warps}"] = {"ms": ms, "GBps": nbytes / ms / 1e6}
-        os.environ.pop("TPG_TRITON_ROW_WARPS")
-    results["row_warps_sweep"] = sweep
-    print(json.dumps(sweep, indent=1))
-
-
-def correctness(results):
-    """The shared case table on the GPU, fp32/fp16/bf16."""
-    from tensorplay_graph.backends.triton import BACKEND
-    from tensorplay_graph.backends.triton.testing import cases, check_case
-    report = {}
-    for name, program, factory in cases():
-        for dt in (torch.float32, torch.float16, torch.bfloat16):
-            key = f"{name}/{str(dt).split('.')[-1]}"
-            try:
-                err, _ = check_case(BACKEND, program, factory("cuda", dt), str(dt).split(".")[-1])
-                report[key] = f"ok (max abs err {err:.2e})"
-            except Exception as exc:  # report every failure, keep going
-                report[key] = f"FAIL {type(exc).__name__}: {str(exc)[:200]}"
-    results["correctness"] = report
-    fails = [k for k, v in report.items() if v.startswith("FAIL")]
-    print(f"correctness: {len(report) - len(fails)}/{len(report)} ok; failures: {fails}")
 
 
 def _make_scale_op():
@@ -214,91 +217,157 @@ def _make_scale_op():
         wrap_triton(scale_kernel)[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
         return out
 
+    scale2.register_fake(lambda x: torch.empty_like(x))
     return scale2
 
 
+_SCALE_OP = []
+
+
+def scale_op():
+    if not _SCALE_OP:
+        _SCALE_OP.append(_make_scale_op())
+    return _SCALE_OP[0]
+
+
+def make_model(op, blocks=4, width=1024):
+    """Blocks (x + r -> layer_norm -> gelu) separated by the ``op`` barrier."""
+    def model(x, r, w, b):
+        for i in range(blocks):
+            x = F.gelu(F.layer_norm(x + r, (width,), w, b))
+            if i < blocks - 1:
+                x = op(x)
+        return x
+    return model
+
+
 def model_workload(results, blocks=4, rows=8192, width=1024):
-    """Blocks (x + r -> layer_norm -> gelu) separated by a triton_op barrier."""
-    from tensorplay_graph.backends.base import Region
-    from tensorplay_graph.backends.triton import BACKEND
-    from tensorplay_graph.backends.triton.testing import build
-    from tensorplay_graph.ir.graph import Graph
-    op = _make_scale_op()
-
-    def block(b, x, r, w, bias):
-        h = b.call(torch.add, x, r)
-        return b.call(F.gelu, b.call(F.layer_norm, h, (width,), w, bias))
-
-    args = (_rnd(rows, width, dtype=BF), _rnd(rows, width, dtype=BF), _rnd(width, dtype=BF), _rnd(width, dtype=BF))
-    graph = Graph()
-    p = graph.placeholder("x")
-    node = graph.call_function(op, (p,))
-    start = time.perf_counter()
-    k_block = BACKEND.compile(build(block, *args))
-    k_op = BACKEND.compile(Region(1, "triton", [node], [p], [node]))
-
-    def ours(x, r, w, bias):
-        for i in range(blocks):
-            x = k_block(x, r, w, bias)[0]
-            if i < blocks - 1:
-                x = k_op(x)[0]
-        return x
-
-    ours(*args)
-    torch.cuda.synchronize()
-    cold = time.perf_counter() - start
-    eager_block = eager_fn(block)
-    barrier = torch.compiler.disable(op)
-
-    def eager(x, r, w, bias):
-        for i in range(blocks):
-            x = eager_block(x, r, w, bias)[0]
-            if i < blocks - 1:
-                x = barrier(x)
-        return x
-
-    ind = torch.compile(eager)
-    t0 = time.perf_counter()
-    ind(*args)
-    torch.cuda.synchronize()
-    ind_cold = time.perf_counter() - t0
-    ref = eager(*args)
+    op = scale_op()
+    program = make_model(op, blocks, width)
+    args = (_rnd(rows, width, dtype=BF), _rnd(rows, width, dtype=BF), _rnd(width, dtype=BF),
+            _rnd(width, dtype=BF))
+    fresh_caches()
+    ours = tpg.compile(program, backend="triton")
+    out, cold = first_call(ours, args)
+    shape = summary(ours)
+    assert shape["eager"] == [] and len(shape["kernels"]) == 2 * blocks - 1, shape
+    fresh_caches()
+    ind = torch.compile(make_model(torch.compiler.disable(op), blocks, width))
+    _, ind_cold = first_call(ind, args)
+    ref = program(*args)
     # bf16 through 4 blocks: eager rounds every op to bf16, the fused kernels round once.
-    bad = ((ours(*args).float() - ref.float()).abs() > 0.1 + 0.1 * ref.float().abs()).float().mean().item()
+    bad = ((out.float() - ref.float()).abs() > 0.1 + 0.1 * ref.float().abs()).float().mean().item()
     assert bad < 1e-4, f"model: {bad:.2e} of the outputs differ from eager beyond bf16 tolerance"
-    row = {"workload": f"model: {blocks} x (add+layer_norm+gelu {rows}x{width} bf16) with triton_op barriers",
-           "cold_s_ours": cold, "cold_s_inductor": ind_cold}
-    for key, fn in (("eager", eager), ("inductor", ind), ("ours", ours)):
+    graphs = tpg.compile(program, backend="triton", options={"cuda_graphs": True})
+    for _ in range(3):
+        graphs(*args)
+    torch.testing.assert_close(graphs(*args).float(), out.float(), atol=1e-2, rtol=1e-2)
+    row = {"workload": f"model: {blocks} x (add+layer_norm+gelu {rows}x{width} bf16) with "
+                       f"{blocks - 1} triton_op barriers", "lowered": shape,
+           "cold_s_ours": cold, "cold_s_inductor": ind_cold, "cold_ratio": cold / ind_cold}
+    fns = {"eager": program, "inductor": ind, "ours": ours, "ours+cuda_graphs": graphs}
+    for key, fn in fns.items():
         row[f"ms_{key}"] = bench_gpu(fn, args)
-        row[f"peak_MB_{key}"] = peak_mb(fn, args)
+        row[f"us_wall_{key}"] = bench_wall(fn, args, iters=300)
+    for key in ("eager", "inductor", "ours"):
+        row[f"peak_MB_{key}"] = peak_mb(fns[key], args)
     row["speedup_vs_inductor"] = row["ms_inductor"] / row["ms_ours"]
     row["speedup_vs_eager"] = row["ms_eager"] / row["ms_ours"]
     results["workloads"].append(row)
-    print(json.dumps(row))
+    print(json.dumps(row), flush=True)
+
+
+def correctness(results):
+    """The product path on the shared case table (fp32/fp16/bf16), barriers, auto, CUDA graphs."""
+    from tensorplay_graph.backends.triton.testing import TOLERANCE, as_function, cases
+    report = {}
+
+    def attempt(key, body):
+        try:
+            report[key] = body()
+        except Exception as exc:  # report every failure, keep going
+            report[key] = f"FAIL {type(exc).__name__}: {str(exc)[:300]}"
+
+    for name, program, factory in cases():
+        for dt in ("float32", "float16", "bfloat16"):
+            def body(program=program, factory=factory, dt=dt):
+                args = factory("cuda", getattr(torch, dt))
+                fn = as_function(program, len(args))
+                compiled = tpg.compile(fn, backend="triton")
+                got, want = as_tuple(compiled(*args)), as_tuple(fn(*args))
+                atol, rtol = TOLERANCE[dt]
+                for g, w in zip(got, want):
+                    assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
+                    torch.testing.assert_close(g.float(), w.float(), atol=atol, rtol=rtol, equal_nan=True)
+                shape = summary(compiled)
+                assert shape["kernels"] and not shape["eager"], f"not lowered: {shape}"
+                return f"ok ({len(shape['kernels'])} kernel(s))"
+            attempt(f"{name}/{dt}", body)
+
+    def barriers():
+        program = make_model(scale_op(), 3, 256)
+        args = (_rnd(64, 256), _rnd(64, 256), _rnd(256), _rnd(256))
+        compiled = tpg.compile(program, backend="triton")
+        check(compiled(*args), program(*args), 1e-4)
+        shape = summary(compiled)
+        assert sum(k.startswith("triton_op_") for k in shape["kernels"]) == 2 and not shape["eager"], shape
+        return f"ok {shape}"
+    attempt("triton_op barriers", barriers)
+
+    def auto():
+        compiled = tpg.compile(chain, backend="auto")
+        args = (_rnd(4096), _rnd(4096))
+        check(compiled(*args), chain(*args), 1e-5)
+        shape = summary(compiled)
+        assert shape["kernels"] == ["triton_region_0"], shape
+        return f"ok {shape}"
+    attempt("backend=auto picks triton", auto)
+
+    def cuda_graphs():
+        compiled = tpg.compile(chain, backend="triton", options={"cuda_graphs": True})
+        x, y = _rnd(1024), _rnd(1024)
+        for _ in range(3):  # warm-up, capture over x/y, direct replay
+            check(compiled(x, y), chain(x, y), 1e-5)
+        runner = next(iter(compiled.specializations.values())).lowered
+        assert type(runner).__name__ == "CudaGraphRunner" and runner.captures == 1, runner
+        x2, y2 = _rnd(1024), _rnd(1024)
+        keep = x.clone()
+        check(compiled(x2, y2), chain(x2, y2), 1e-5)  # other tensors: private buffers
+        x.mul_(3)  # the direct graph reads the caller's tensors as they are now
+        check(compiled(x, y).clone(), chain(x, y), 1e-5)
+        assert torch.equal(x, keep * 3), "CudaGraphRunner wrote into a caller's tensor"
+        return f"ok ({runner.captures} graphs)"
+    attempt("cuda_graphs option", cuda_graphs)
+
+    results["correctness"] = report
+    fails = [k for k, v in report.items() if v.startswith("FAIL")]
+    print(f"correctness (product path): {len(report) - len(fails)}/{len(report)} ok; "
+          f"failures: {json.dumps({k: report[k] for k in fails}, indent=1)}", flush=True)
 
 
 def launch_overhead(results):
-    """Where a launch-bound call's CPU time goes (µs per call)."""
-    from tensorplay_graph.backends.triton import BACKEND
-    from tensorplay_graph.backends.triton.testing import build
+    """Where a launch-bound call's CPU time goes (µs per call), and whether the direct launch is on."""
+    from tensorplay_graph.backends.triton.testing import lowered_module
     args = (_rnd(1024), _rnd(1024))
-    kernel = BACKEND.compile(build(chain, *args))
-    kernel(*args)
-    plan = kernel.fn.__closure__ and next(c.cell_contents for c in kernel.fn.__closure__
-                                          if type(c.cell_contents).__name__ == "KernelPlan")
-    spec = next(iter(plan._specs.values()))
+    compiled = tpg.compile(chain, backend="triton")
+    compiled(*args)
+    gm = lowered_module(compiled)
+    kernel = kernel_only(compiled, args)
+    plan = next(c.cell_contents for c in kernel.fn.__closure__
+                if type(c.cell_contents).__name__ == "KernelPlan")
     outs = plan(*args)
+    spec = next(iter(plan._specs.values()))
     operands = args + tuple(outs)
-    x = args[0]
     parts = {
+        "tpg.compile call": lambda: compiled(*args),
+        "lowered GraphModule call": lambda: gm(*args),
         "kernel call": lambda: kernel(*args),
         "plan call": lambda: plan(*args),
         "specialized launch (outputs preallocated)": lambda: spec.launch(operands),
         "jit_fn[grid](...) launch": lambda: spec.jit_fn[spec.grid](*spec._args(operands), **spec.options),
-        "torch.empty": lambda: torch.empty((1024,), dtype=torch.float32, device=x.device),
-        "key": lambda: tuple([(t.shape, t.stride(), not t.data_ptr() & 15) for t in args]),
+        "torch.empty": lambda: torch.empty((1024,), dtype=torch.float32, device="cuda"),
     }
-    report = {"fast_path_active": spec._state == "fast"}
+    report = {}
     for name, fn in parts.items():
         fn()
         torch.cuda.synchronize()
@@ -307,40 +376,35 @@ def launch_overhead(results):
             fn()
         torch.cuda.synchronize()
         report[name] = (time.perf_counter() - start) / 5000 * 1e6
+    report["launcher_state"] = spec._state
+    report["fast_path_active"] = spec._state == "fast"
+    check(compiled(*args), chain(*args), 1e-5)  # still right after thousands of direct launches
     results["launch_overhead_us"] = report
-    print(json.dumps(report, indent=1))
-    import cProfile
-    import io
-    import pstats
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(3000):
-        kernel(*args)
-    prof.disable()
-    buf = io.StringIO()
-    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(12)
-    print(buf.getvalue())
+    print(json.dumps(report, indent=1), flush=True)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=".")
-    parser.add_argument("--only", default="correctness,overhead,workloads,model,sweep")
+    parser.add_argument("--only", default="workloads,model,correctness,overhead")
     opts = parser.parse_args(argv)
-    results = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": torch.cuda.get_device_name(),
-               "torch": torch.__version__, "workloads": []}
     import triton
-    results["triton"] = triton.__version__
-    steps = {"correctness": correctness, "workloads": run_workloads, "sweep": row_warps_sweep,
-             "model": model_workload, "overhead": launch_overhead}
+    results = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": torch.cuda.get_device_name(),
+               "torch": torch.__version__, "triton": triton.__version__, "workloads": []}
+    torch.cuda.init()
+    steps = {"correctness": correctness, "workloads": run_workloads, "model": model_workload,
+             "overhead": launch_overhead}
     for step in opts.only.split(","):
-        if step in steps:
-            try:
-                steps[step](results)
-            except Exception as exc:
-                import traceback
-                traceback.print_exc()
-                results[f"error_{step}"] = f"{type(exc).__name__}: {exc}"
+        if step not in steps:
+            continue
+        start = time.perf_counter()
+        try:
+            steps[step](results)
+        except Exception as exc:
+            import traceback
+            traceback.print_exc()
+            results[f"error_{step}"] = f"{type(exc).__name__}: {exc}"
+        results.setdefault("step_s", {})[step] = time.perf_counter() - start
         with open(os.path.join(opts.out, "gpu_results.json"), "w") as handle:
             json.dump(results, handle, indent=1)
     return 0

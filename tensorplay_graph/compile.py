@@ -19,7 +19,9 @@ Options (one dict, shared by all three entry points):
 ``fallback``        ``"eager"``: past the limit / on capture or lowering failure,
                     log a WARNING and run eagerly instead of raising
 ``debug_dir``       directory for per-pass graph dumps (given to the PassManager)
-``cuda_graphs``     replay Triton launches through CUDA graphs (Triton backend)
+``cuda_graphs``     replay the whole lowered program through CUDA graphs (Triton
+                    backend's ``CudaGraphRunner``; CUDA inputs only). Outputs are
+                    static buffers overwritten by the next call, as in Inductor
 ``backend_options`` ``{backend name: {option: value}}`` for ``backend.configure``
 ==================  ===============================================================
 
@@ -113,10 +115,13 @@ def lower_graph(gm: Any, example_inputs: Sequence[Any], backends: Sequence[str],
     """Run the pass pipeline (normalize ... cleanup) and return the executable module."""
     from .passes.pipeline import compile_graph
     backend_options = {name: dict(opts) for name, opts in options.get("backend_options", {}).items()}
+    module = compile_graph(gm, tuple(example_inputs), backends=list(backends),
+                           debug_dir=options.get("debug_dir"), backend_options=backend_options)
     if options.get("cuda_graphs"):
-        backend_options.setdefault("triton", {})["cuda_graphs"] = True
-    return compile_graph(gm, tuple(example_inputs), backends=list(backends),
-                         debug_dir=options.get("debug_dir"), backend_options=backend_options)
+        # The whole lowered program is captured, so one call is one graph replay.
+        from .backends.triton.launcher import cuda_graph_program
+        module = cuda_graph_program(module, example_inputs)
+    return module
 
 
 def copy_graph_module(gm: Any) -> Any:

@@ -27,7 +27,7 @@ __all__ = ["explain", "Explanation", "RegionInfo"]
 
 DEFAULT_BACKENDS = ("triton", "tilelang", "reference")
 # Device types of built-in backends that do not (yet) declare ``devices`` themselves.
-_BACKEND_DEVICES = {"triton": ("cuda",), "tilelang": ("cuda",), "reference": ("cpu",)}
+_BACKEND_DEVICES = {"tilelang": ("cuda",)}
 
 
 @dataclass

@@ -6,12 +6,10 @@ torch = pytest.importorskip("torch")
 tp = pytest.importorskip("tensorplay")
 
 import tensorplay_graph as tpg
-from tensorplay_graph import prims
 from tensorplay_graph.library import custom_op, tile_lang_op, triton_op
 from tensorplay_graph.passes.barriers import CODES, Barrier, barriers
 from tensorplay_graph.passes.normalize import normalize
 from tensorplay_graph.passes.shape_prop import shape_prop
-from tensorplay_graph.prims.record import Prim
 
 
 @custom_op("tpg_barrier_test::opaque", mutates_args=())
@@ -99,50 +97,82 @@ def test_inplace_method_and_out_kwarg_are_mutations():
     assert "out=" in only_barrier(found, "mutation").reason
 
 
-@pytest.fixture
-def flagged_prim():
-    """A prim record carrying a barrier flag, for ops the prim table does not flag (yet)."""
-    added = []
+import torch.nn.functional as TF  # noqa: E402
+import tensorplay.nn.functional as PF  # noqa: E402
 
-    def ensure(name, spelling, **flags):
-        existing = prims._REGISTRY.get(name)
-        if existing is not None:
-            assert all(getattr(existing, k) == v for k, v in flags.items()), existing
-            return existing
-        record = Prim(name=name, kind="opaque", signature=lambda a, *rest, **kw: None,
-                      meta=lambda **kw: None, spellings=(spelling,), **flags)
-        prims.register(record)
-        added.append(name)
-        return record
-
-    yield ensure
-    for name in added:  # test-only records must not leak into other tests
-        prims._REGISTRY.pop(name)
-    prims._TABLES.clear()
-
-
-def test_data_dependent(flagged_prim):
-    flagged_prim("nonzero", "torch:nonzero", data_dependent=True)
-    found, _ = plan(lambda x: torch.nonzero(x.relu()), X)
-    b = only_barrier(found, "data_dependent")
-    assert "nonzero" in b.reason and not b.fence
-
-
-def test_random_is_fence(flagged_prim):
-    flagged_prim("rand_like", "torch:rand_like", random=True)
-    found, _ = plan(lambda x: torch.rand_like(x) + x, X)
-    b = only_barrier(found, "random")
-    assert b.fence and "random" in b.reason
+P = tp.randn(4, 8)
+# (program, inputs, node name, prim, barrier code): real records, real captured programs.
+FLAGGED = [
+    (lambda x: torch.rand_like(x) + x, (X,), "rand_like", "rand_like", "random"),
+    (lambda x: torch.randn_like(x) * x, (X,), "randn_like", "randn_like", "random"),
+    (lambda x: torch.bernoulli(x.sigmoid()), (X,), "bernoulli", "bernoulli", "random"),
+    (lambda x: x.sigmoid().bernoulli(), (X,), "bernoulli", "bernoulli", "random"),
+    (lambda x: TF.dropout(x.exp(), 0.3, True), (X,), "dropout", "dropout", "random"),
+    (lambda x: torch.multinomial(x.abs() + 0.1, 2), (X,), "multinomial", "multinomial", "random"),
+    (lambda x: torch.normal(x, 1.0), (X,), "normal", "normal", "random"),
+    (lambda x: tp.rand_like(x) + x, (P,), "rand_like", "rand_like", "random"),
+    (lambda x: tp.randn_like(x) + x, (P,), "randn_like", "randn_like", "random"),
+    (lambda x: PF.dropout(x.exp(), 0.3, True), (P,), "dropout", "dropout", "random"),
+    (lambda x: torch.nonzero(x.relu()), (X,), "nonzero", "nonzero", "data_dependent"),
+    (lambda x: x.relu().nonzero(), (X,), "nonzero", "nonzero", "data_dependent"),
+    (lambda x: x.round().unique(), (X,), "unique", "unique", "data_dependent"),
+    (lambda x: torch.masked_select(x, x > 0), (X,), "masked_select", "masked_select",
+     "data_dependent"),
+    (lambda x: torch.argwhere(x.relu()), (X,), "argwhere", "argwhere", "data_dependent"),
+    (lambda x: torch.bincount(x[0].abs().long()), (X,), "bincount", "bincount", "data_dependent"),
+    (lambda x: tp.nonzero(x.relu()), (P,), "nonzero", "nonzero", "data_dependent"),
+    (lambda x: tp.masked_select(x, x > 0), (P,), "masked_select", "masked_select",
+     "data_dependent"),
+]
 
 
-def test_side_effect_is_fence(flagged_prim):
-    flagged_prim("manual_seed_like", "torch:set_printoptions", side_effect=True)
-    record = prims._REGISTRY["manual_seed_like"]
-    found, gm = plan(lambda x: x + 1, X)
-    node = next(n for n in gm.graph.nodes if n.name == "add")
-    node.meta["prim"] = record  # a prim flagged side_effect, whatever its spelling
+@pytest.mark.parametrize("fn,inputs,name,prim,code", FLAGGED,
+                         ids=[f"{c[3]}-{type(c[1][0]).__module__.split('.')[0]}-{i}"
+                              for i, c in enumerate(FLAGGED)])
+def test_flagged_prims_are_barriers(fn, inputs, name, prim, code):
+    found, gm = plan(fn, *inputs)
+    b = only_barrier(found, code)
+    node = next(n for n in gm.graph.nodes if found.get(n.name) is b)
+    assert node.meta["prim"].name == prim and prim in b.reason
+    assert b.fence == (code == "random")
+    others = {k: v for k, v in found.items() if v is not None and v is not b}
+    assert all(v.code in ("no_prim", "unsupported") for v in others.values()), others
+
+
+def test_item_and_tolist_from_fx_are_data_dependent():
+    fx = pytest.importorskip("torch.fx")
+    from tensorplay_graph.capture.importers import import_fx_graph
+
+    gm = import_fx_graph(fx.symbolic_trace(lambda x: (x * x.sum().item(), x.tolist())))
+    normalize(gm)
+    shape_prop(gm, X)
     barriers(gm, ["reference"])
-    assert node.meta["barrier"].code == "side_effect" and node.meta["barrier"].fence
+    codes = {n.name: getattr(n.meta.get("barrier"), "code", None) for n in gm.graph.nodes}
+    assert codes["item"] == "data_dependent" and codes["tolist"] == "data_dependent"
+
+
+def test_eval_dropout_is_identity_not_random():
+    found, gm = plan(lambda x: TF.dropout(x.exp(), 0.3, False) + 1, X)
+    assert all(b is None or b.code != "random" for b in found.values()), found
+    node = next(n for n in gm.graph.nodes if n.name == "dropout")
+    assert node.meta["prim"].name == "dropout" and not node.meta["barrier"].fence
+    assert node.meta["barrier"].code == "unsupported"  # no backend lowers an alias
+    found, _ = plan(lambda x: TF.dropout(x.exp(), 0.3, False) + 1, X, backends=())
+    assert found["dropout"] is None
+
+
+def test_assert_is_side_effect_fence():
+    found, gm = plan(lambda x: (torch._assert(x.sum() > -1e9, "too small"), x + 1)[1], X)
+    b = only_barrier(found, "side_effect")
+    assert b.fence and "assert" in b.reason
+    from tensorplay_graph.passes.pipeline import compile_graph
+
+    fn = lambda x: (torch._assert(x.sum() > -1e9, "too small"), x + 1)[1]  # noqa: E731
+    compiled = compile_graph(tpg.capture(fn, X), (X,), backends=["reference"])
+    assert any(n.target is torch._assert for n in compiled.graph.nodes)  # cleanup kept it
+    assert torch.equal(compiled(X), X + 1)
+    with pytest.raises(Exception, match="too small"):
+        compiled(torch.full((4, 8), -1e9))
 
 
 def test_no_prim_names_op_and_fix():

@@ -153,3 +153,56 @@ def test_triton_op_style_node_runs_alone_through_its_backend():
     calls = [n for n in gm.graph.nodes if n.meta.get("kernel") is not None]
     assert len(calls) == 1 and calls[0].meta["barrier"].code == "triton_op"
     torch.testing.assert_close(gm(x), f(x))
+
+
+def _captured_program():
+    torch = pytest.importorskip("torch")
+    import tensorplay_graph as tpg
+
+    x = torch.randn(4, 8)
+    gm = tpg.capture(lambda x: (torch.cumsum(x.exp() * 2, 0) + 1).relu().sum(1), x)
+    return gm, x, torch
+
+
+def test_subgraph_is_compact_and_builds_the_region_graph():
+    from tensorplay_graph.passes.lower import RegionGraph, region_subgraph
+    from tensorplay_graph.passes.pipeline import build_passes
+
+    gm, x, torch = _captured_program()
+    passes = dict(build_passes((x,), ["reference"]))
+    for name in ("normalize", "shape_prop", "barriers"):
+        passes[name](gm)
+    regions = partition(gm, ["reference"])
+    want = [region_subgraph(r) for r in regions]
+    passes["lower"](gm)
+    calls = [n for n in gm.graph.nodes if "subgraph" in n.meta]
+    assert len(calls) == len(want) == 2
+    for call, expected in zip(calls, want):
+        sub = call.meta["subgraph"]
+        assert isinstance(sub, RegionGraph) and sub.names == [n.name for n in expected.nodes
+                                                              if n.op == "call_function" or
+                                                              n.op == "call_method"]
+        built = sub.graph()
+        assert str(built) == str(expected) and built.python_code() == expected.python_code()
+        built.lint()
+        for node, old in zip(built.nodes, expected.nodes):  # meta kept, refs point inside
+            assert node.meta.get("tensor_meta") == old.meta.get("tensor_meta")
+            args = node.meta.get("prim_args", {})
+            assert all(v.graph is built for v in args.values() if hasattr(v, "graph"))
+    assert torch.allclose(gm(x), (torch.cumsum(x.exp() * 2, 0) + 1).relu().sum(1))
+
+
+def test_lowered_module_does_not_keep_the_old_graph_alive():
+    import gc
+    import weakref
+
+    from tensorplay_graph.passes.pipeline import compile_graph
+
+    gm, x, torch = _captured_program()
+    old = [weakref.ref(n) for n in gm.graph.nodes]
+    compiled = compile_graph(gm, (x,), backends=["reference"])
+    gm = None
+    gc.collect()
+    alive = [r() for r in old if r() is not None]
+    assert not alive, [n.name for n in alive]
+    assert torch.allclose(compiled(x), (torch.cumsum(x.exp() * 2, 0) + 1).relu().sum(1))

@@ -88,6 +88,35 @@ CASES = [
     (CM, "expand", (X, 4, -1), {}, "expand", {"shape": (4, -1)}),
     (CM, "contiguous", (X,), {}, "contiguous", {"a": X}),
     (CF, operator.getitem, (X, (slice(None), None, 0)), {}, "getitem", {"index": (slice(None), None, 0)}),
+    # random, data-dependent and side-effecting ops: opaque records with barrier flags
+    (CF, torch.rand, (3, 4), {"dtype": torch.float64}, "rand", {"size": (3, 4), "dtype": "float64"}),
+    (CF, tp.randn, ((3, 4),), {}, "randn", {"size": ((3, 4),)}),
+    (CF, torch.rand_like, (X,), {}, "rand_like", {"a": X, "dtype": None}),
+    (CF, tp.randn_like, (), {"input": X}, "randn_like", {"a": X}),
+    (CF, torch.randint, (10, (3,)), {}, "randint", {"low": 0, "high": 10, "size": (3,)}),
+    (CF, tp.randint, (2, 10, (3,)), {}, "randint", {"low": 2, "high": 10, "size": (3,)}),
+    (CF, torch.bernoulli, (X,), {}, "bernoulli", {"a": X, "p": None}),
+    (CM, "bernoulli", (X, 0.3), {}, "bernoulli", {"a": X, "p": 0.3}),
+    (CF, TF.dropout, (X, 0.2, False), {}, "dropout", {"a": X, "p": 0.2, "training": False}),
+    (CF, PF.dropout, (X, 0.2, True, False), {}, "dropout", {"training": True, "inplace": False}),
+    (CF, torch.dropout, (X, 0.2), {"train": True}, "dropout", {"training": True}),
+    (CF, torch.multinomial, (X, 2), {"replacement": True}, "multinomial", {"num_samples": 2}),
+    (CM, "multinomial", (X, 2), {}, "multinomial", {"a": X, "replacement": False}),
+    (CF, torch.normal, (X, 1.0), {}, "normal", {"mean": X, "std": 1.0}),
+    (CF, tp.normal, (X, Y), {}, "normal", {"mean": X, "std": Y}),
+    (CF, torch.nonzero, (X,), {}, "nonzero", {"a": X}),
+    (CF, tp.nonzero, (X,), {}, "nonzero", {"a": X}),
+    (CM, "nonzero", (X,), {}, "nonzero", {"a": X}),
+    (CM, "item", (X,), {}, "item", {"a": X}),
+    (CM, "tolist", (X,), {}, "tolist", {"a": X}),
+    (CF, torch.unique, (X,), {"return_counts": True}, "unique", {"return_counts": True}),
+    (CM, "unique", (X,), {}, "unique", {"sorted": True}),
+    (CF, tp.masked_select, (X, Y), {}, "masked_select", {"a": X, "mask": Y}),
+    (CM, "masked_select", (X, Y), {}, "masked_select", {"mask": Y}),
+    (CF, torch.argwhere, (X,), {}, "argwhere", {"a": X}),
+    (CF, tp.bincount, (X,), {"minlength": 4}, "bincount", {"minlength": 4}),
+    (CM, "bincount", (X,), {}, "bincount", {"weights": None}),
+    (CF, torch._assert, (X, "msg"), {}, "assert", {"condition": X, "message": "msg"}),
 ]
 
 NOT_PRIMS = [
@@ -97,7 +126,7 @@ NOT_PRIMS = [
     (CM, "to", (X, "cuda"), {}),                     # device move, not a cast
     (CM, "view", (X, torch.int32), {}),              # dtype view
     (CF, operator.getitem, (X, Y), {}),              # tensor index: advanced indexing
-    (CF, torch.nonzero, (X,), {}),                   # no prim
+    (CF, torch.cumsum, (X, 0), {}),                  # no prim
     (CF, print, (X,), {}),
 ]
 

@@ -176,7 +176,7 @@ def test_reference_template_matches_torch(case):
 
 
 def test_every_prim_has_a_test_record():
-    tested = {c.prim for c in CASES}
+    tested = {c.prim for c in CASES} | {c[0] for c in RANDOM_CASES} | set(DATA_DEPENDENT) | {"assert"}
     assert {p.name for p in prims.all_prims()} - tested == set()
 
 
@@ -234,3 +234,57 @@ def test_meta_errors_are_shape_errors():
 
 
 from tensorplay_graph.errors import UnsupportedOpError as UnsupportedOpErrorType  # noqa: E402
+
+
+# ----------------------------------------------------------------------------- opaque records
+
+M34 = TensorMeta((3, 4), "float32")
+# (prim, canonical args with TensorMeta stand-ins (or (positional, keywords)), eager call on a
+# real (3, 4) float32 tensor)
+RANDOM_CASES = [
+    ("rand", ((3, 4), {}), lambda m, x: m.rand(3, 4)),
+    ("randn", (((2, 5),), dict(dtype="float64")), lambda m, x: m.randn((2, 5), dtype=m.float64)),
+    ("rand_like", dict(a=M34), lambda m, x: m.rand_like(x)),
+    ("randn_like", dict(a=M34, dtype="float64"), lambda m, x: m.randn_like(x, dtype=m.float64)),
+    ("randint", dict(low=0, high=5, size=(6,)), lambda m, x: m.randint(0, 5, (6,))),
+    ("bernoulli", dict(a=M34), lambda m, x: m.bernoulli(x.sigmoid())),
+    ("dropout", dict(a=M34, p=0.5, training=True), lambda m, x: m.dropout(x, 0.5, True)),
+    ("multinomial", dict(a=M34, num_samples=2), lambda m, x: m.multinomial(x.abs() + 0.1, 2)),
+    ("normal", dict(mean=M34, std=M34), lambda m, x: m.normal(x, x.abs() + 1)),
+]
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorplay"])
+@pytest.mark.parametrize("name,args,call", RANDOM_CASES, ids=[c[0] for c in RANDOM_CASES])
+def test_random_prim_meta_matches_eager(name, args, call, framework):
+    m = torch if framework == "torch" else tp
+    prim = prims.get(name)
+    assert prim.random and prim.kind == "opaque" and not prim.lowerings
+    pos, kw = args if isinstance(args, tuple) else ((), args)
+    got = prim.meta(**prims.canonical_args(prim, pos, kw))
+    want = tensor_meta(call(m, m.from_numpy(arr((3, 4)))))
+    assert (got.shape, got.dtype) == (want.shape, want.dtype)
+
+
+DATA_DEPENDENT = ["nonzero", "item", "tolist", "unique", "masked_select", "argwhere", "bincount"]
+
+
+@pytest.mark.parametrize("name", DATA_DEPENDENT)
+def test_data_dependent_meta_raises_naming_data(name):
+    prim = prims.get(name)
+    assert prim.data_dependent and prim.kind == "opaque"
+    args = {p: M34 for p in prim._sig.parameters if p in ("a", "mask")}
+    with pytest.raises(ShapeError, match=f"{name}: .* depends on the tensor's data.*example inputs"):
+        prim.meta(**prims.canonical_args(prim, (), args))
+
+
+def test_dropout_flags_hold_only_in_training():
+    prim = prims.get("dropout")
+    assert prim.flags_apply(dict(a=M34, p=0.5, training=True, inplace=False))
+    assert not prim.flags_apply(dict(a=M34, p=0.5, training=False, inplace=False))
+    assert prims.get("add").flags_apply({})  # no predicate: flags (all False) hold as declared
+
+
+def test_assert_is_side_effect_without_tensor_result():
+    prim = prims.get("assert")
+    assert prim.side_effect and prim.meta(condition=TensorMeta((), "bool")) is None

@@ -136,13 +136,14 @@ def barrier_of(node, backends: Sequence = ()) -> Optional[Barrier]:
         return Barrier("no_prim", f"{_op_label(node)} has no prim, so no backend can generate "
                        f"code for it; it runs eagerly. To fuse it, add a prim record in "
                        f"tensorplay_graph/prims")
-    if prim.side_effect:
+    flagged = prim.flags_apply(node.meta.get("prim_args", {}))  # dropout(training=False): no
+    if flagged and prim.side_effect:
         return Barrier("side_effect", f"prim {prim.name} has a side effect; it runs eagerly, "
                        f"in program order", fence=True)
-    if prim.random:
+    if flagged and prim.random:
         return Barrier("random", f"prim {prim.name} draws random numbers; it runs eagerly so "
                        f"the random stream matches eager execution", fence=True)
-    if prim.data_dependent:
+    if flagged and prim.data_dependent:
         return Barrier("data_dependent", f"prim {prim.name} has a result whose shape or value "
                        f"depends on tensor data; it runs eagerly")
     return _unsupported(node, prim, backends)

@@ -22,9 +22,10 @@ import operator
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..errors import LoweringError
+from ..ir.node import Node, map_aggregate, map_arg
 from .partition import regions_from_meta
 
-__all__ = ["lower", "region_subgraph"]
+__all__ = ["lower", "region_subgraph", "RegionGraph"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,92 @@ def region_subgraph(region) -> Any:
         env[node] = sub.node_copy(node, lambda n: env[n])
     sub.output(tuple(env[o] for o in region.outputs))
     return sub
+
+
+
+class _Ref:
+    """A reference, by name, to another value of a ``RegionGraph`` (not a user string)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+_RECORDED_META = ("tensor_meta", "stack", "prim", "prim_args")
+
+
+def _compact(value: Any) -> Any:
+    """``value`` with every Node replaced by a ``_Ref`` (flat tuples take the fast path)."""
+    kind = type(value)
+    if kind is Node:
+        return _Ref(value.name)
+    if kind is tuple:
+        return tuple(_compact(v) for v in value)
+    if kind is dict:
+        return {k: _compact(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list, dict, slice)):
+        return map_arg(value, lambda n: _Ref(n.name))
+    return value
+
+
+class RegionGraph:
+    """The graph a region's kernel was compiled from, kept compactly and built on demand.
+
+    ``lower`` stores one in ``meta["subgraph"]`` of each kernel call. It records
+    each region node's name, opcode, target, args and its ``tensor_meta`` /
+    ``stack`` / ``prim`` / ``prim_args`` with Node references turned into names,
+    so it keeps neither the pre-lowering graph nor example values alive.
+    ``.graph()`` builds the same ``Graph`` as ``region_subgraph`` (placeholders
+    for the inputs, a tuple output); any other attribute (``.nodes``,
+    ``.python_code()``) is read from that graph, built once on first use.
+    """
+
+    __slots__ = ("inputs", "records", "outputs", "_graph")
+
+    def __init__(self, region) -> None:
+        self.inputs = tuple((n.name, n.meta.get("tensor_meta")) for n in region.inputs)
+        self.records = tuple(
+            (n.name, n.op, n.target, _compact(n.args), _compact(n.kwargs),
+             tuple((k, _compact(n.meta[k])) for k in _RECORDED_META if k in n.meta))
+            for n in region.nodes)
+        self.outputs = tuple(o.name for o in region.outputs)
+        self._graph = None
+
+    @property
+    def names(self) -> List[str]:
+        return [record[0] for record in self.records]
+
+    def graph(self) -> Any:
+        """A new standalone ``Graph`` of the region."""
+        from ..ir import Graph
+
+        sub = Graph()
+        env: Dict[str, Any] = {}
+
+        def resolve(value: Any) -> Any:
+            return map_aggregate(value, lambda x: env[x.name] if isinstance(x, _Ref) else x)
+
+        for name, tensor_meta in self.inputs:
+            env[name] = sub.placeholder(name)
+            if tensor_meta is not None:
+                env[name].meta["tensor_meta"] = tensor_meta
+        for name, op, target, args, kwargs, meta in self.records:
+            env[name] = sub.create_node(op, target, resolve(args), resolve(kwargs), name=name)
+            env[name].meta.update((key, resolve(value)) for key, value in meta)
+        sub.output(tuple(env[name] for name in self.outputs))
+        return sub
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        if self._graph is None:
+            self._graph = self.graph()
+        return getattr(self._graph, attr)
+
+    def __repr__(self) -> str:
+        return f"<RegionGraph of {len(self.records)} nodes: {', '.join(self.names[:8])}" + \
+            (", ...>" if len(self.records) > 8 else ">")
 
 
 def _backend_table(backends: Optional[Sequence]) -> Dict[str, Any]:
@@ -85,7 +172,7 @@ def lower(gm, regions: Optional[Sequence] = None, backends: Optional[Sequence] =
     kernels = {}
     for region in [*regions, *alone]:
         backend = table.get(region.backend) or get_backend(region.backend)
-        kernels[region.id] = (_compile(region, backend), region_subgraph(region))
+        kernels[region.id] = (_compile(region, backend), RegionGraph(region))
         log.debug("lowered region %d (%d nodes) to %s", region.id, len(region.nodes),
                   kernels[region.id][0])
     alone_kernels = {r.nodes[0]: kernels[r.id][0] for r in alone}
@@ -188,12 +275,21 @@ def _emit_alone(new, node, kernel, env) -> Any:
                              name=f"{node.name}_kernel")
     call.meta.update({k: v for k, v in node.meta.items() if k != "tensor_meta"})
     call.meta["kernel"] = kernel
+    _remap_prim_args(call, env)
     if isinstance(node.meta.get("tensor_meta"), tuple):
         call.meta["tensor_meta"] = node.meta["tensor_meta"]
         return call
     item = new.call_function(operator.getitem, (call, 0), name=node.name)
     item.meta.update({k: v for k, v in node.meta.items() if k in ("tensor_meta", "val", "stack")})
     return item
+
+
+def _remap_prim_args(node, env) -> None:
+    """Point copied ``prim_args`` at the new nodes: a reference to an old node would keep
+    the whole pre-lowering graph alive (it links to its neighbours and users)."""
+    prim_args = node.meta.get("prim_args")
+    if prim_args:
+        node.meta["prim_args"] = map_arg(prim_args, lambda n: env.get(n, n))
 
 
 def _rebuild(graph, regions, kernels: Mapping[int, Any], alone: Mapping[Any, Any]):
@@ -208,6 +304,7 @@ def _rebuild(graph, regions, kernels: Mapping[int, Any], alone: Mapping[Any, Any
             kernel = alone.get(unit)
             env[unit] = (new.node_copy(unit, lambda n: env[n]) if kernel is None
                          else _emit_alone(new, unit, kernel, env))
+            _remap_prim_args(env[unit], env)
             continue
         kernel, subgraph = kernels[unit.id]
         call = new.call_function(kernel, tuple(env[i] for i in unit.inputs),

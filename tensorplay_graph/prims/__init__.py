@@ -4,7 +4,8 @@
 >>> prims.get("exp").render("triton", a="x")
 'tl.exp(x)'
 
-Records live in ``pointwise``, ``reductions``, ``norms``, ``matmul`` and ``views``;
+Records live in ``pointwise``, ``reductions``, ``norms``, ``matmul``, ``views`` and
+``effects`` (random, data-dependent and side-effecting ops: barriers with a reason);
 each file registers its prims in one place (a ``register`` call per record).
 Spellings are resolved lazily to callables of whichever frameworks are imported.
 """
@@ -21,7 +22,7 @@ from .record import KINDS, Prim
 
 __all__ = ["Prim", "KINDS", "register", "get", "all_prims", "lookup", "canonical_args"]
 
-_RECORD_MODULES = ("pointwise", "reductions", "norms", "matmul", "views")
+_RECORD_MODULES = ("pointwise", "reductions", "norms", "matmul", "views", "effects")
 _REGISTRY: Dict[str, Prim] = {}
 _loaded = False
 

@@ -23,6 +23,9 @@ class Prim:
       ``"torch.nn.functional:gelu"``, ``"method:add"``, ``"operator:add"``.
     * ``lowerings`` -- backend name -> lowering template (backend-specific object).
     * ``side_effect`` / ``random`` / ``data_dependent`` -- barrier flags.
+    * ``flags_if`` -- optional predicate ``(**prim_args) -> bool``: when set, the
+      three flags hold only for calls where it is True (``dropout(training=False)``
+      is the identity, not a random op). Unset: the flags hold for every call.
     * ``aliases`` -- framework keyword names -> canonical names (``"self": "a"``);
       ``input``/``self`` always alias the first canonical parameter.
     * ``adapters`` -- spelling -> ``fn(args, kwargs) -> canonical dict`` for spellings
@@ -42,6 +45,7 @@ class Prim:
     doc: str = ""
     aliases: Dict[str, str] = field(default_factory=dict)
     adapters: Dict[str, Callable[..., Dict[str, Any]]] = field(default_factory=dict)
+    flags_if: Optional[Callable[..., bool]] = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -53,6 +57,10 @@ class Prim:
         bound = self._sig.bind(*args, **kwargs)
         bound.apply_defaults()
         return dict(bound.arguments)
+
+    def flags_apply(self, prim_args: Dict[str, Any]) -> bool:
+        """Whether the barrier flags hold for a call with these canonical arguments."""
+        return self.flags_if is None or bool(self.flags_if(**prim_args))
 
     def lowering(self, backend: str) -> Optional[Any]:
         return self.lowerings.get(backend)

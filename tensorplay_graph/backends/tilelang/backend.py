@@ -116,12 +116,12 @@ class TileLangBackend:
         operands = planner.tensor_args(node)
         dtypes = {meta.dtype} | {planner.tensor_meta(v).dtype for v in operands}
         if device == "cuda":
-            bad = dtypes - set(GPU_POINTWISE_DTYPES)
+            bad = dtypes - set(GPU_POINTWISE_DTYPES) - {"bool"}
             return f"dtypes {sorted(bad)} unsupported (floating only)" if bad else None
         if device != "cpu":
             return f"no TileLang target for device {device!r}"
-        if dtypes != {"float32"}:
-            return f"CPU kernels take float32 only, got {sorted(dtypes)}"
+        if not dtypes <= {"float32", "bool"}:  # bool: comparison results feeding where()
+            return f"CPU kernels take float32 (and bool) only, got {sorted(dtypes)}"
         if prim.name in CPU_SLOW_PRIMS:
             return (f"{prim.name} on CPU: TileLang's C target calls scalar libm, slower than "
                     f"TensorPlay eager (see benchmarks/RESULTS.md)")
@@ -140,7 +140,7 @@ class TileLangBackend:
                 prim, m_meta = m.meta.get("prim"), m.meta.get("tensor_meta")
                 if (m not in seen and prim is not None and prim.kind == "pointwise"
                         and prim.name not in CPU_SLOW_PRIMS and hasattr(m_meta, "shape")
-                        and m_meta.shape == meta.shape and m_meta.dtype == "float32"):
+                        and m_meta.shape == meta.shape and m_meta.dtype in ("float32", "bool")):
                     seen.add(m)
                     todo.append(m)
         return len(seen)

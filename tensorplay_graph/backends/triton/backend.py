@@ -51,9 +51,21 @@ class TritonBackend:
     """Generated Triton kernels for fusible regions; registered kernels for ``triton_op`` nodes."""
 
     name = "triton"
+    #: Where kernels run. CPU tensors are accepted only under ``TRITON_INTERPRET=1``
+    #: (tests); ``explain`` plans CPU programs as if on CUDA.
+    devices = ("cuda",)
+    #: Where ``compile(backend="auto")`` picks this backend.
+    profitable_devices = ("cuda",)
 
     def __init__(self, cache_dir: Optional[str] = None) -> None:
         self.cache = KernelCache(cache_dir) if cache_dir else None
+
+    def configure(self, cache_dir: Optional[str] = None) -> "TritonBackend":
+        """A copy with options (``backend_options={"triton": {"cache_dir": ...}}``).
+
+        CUDA-graph replay is a whole-program option: ``options={"cuda_graphs": True}``.
+        """
+        return TritonBackend(cache_dir) if cache_dir else self
 
     # ------------------------------------------------------------------ support
     def supports(self, node: Any) -> Optional[str]:

@@ -166,3 +166,43 @@ def check_case(backend, program, examples, dtype_name: str):
         torch.testing.assert_close(g.float(), w.float(), atol=atol, rtol=rtol, equal_nan=True)
         worst = max(worst, float((g.float() - w.float()).abs().max()) if g.numel() else 0.0)
     return worst, kernel
+
+
+# ----------------------------------------------------------------------------- product path
+def lowered_module(compiled: Any) -> Any:
+    """The lowered GraphModule of a ``tensorplay_graph.compile`` result's first specialization."""
+    runner = next(iter(compiled.specializations.values()))
+    module = runner.lowered
+    return getattr(module, "fn", module)  # a CudaGraphRunner wraps the module
+
+
+def lowered_summary(compiled: Any) -> dict:
+    """``{"kernels": [...], "eager": [...]}``: kernel calls and the other calls of the lowered graph.
+
+    Lets tests and benchmarks assert that the product path really ran generated
+    kernels (an all-eager graph would also match eager results).
+    """
+    import operator
+    kernels, eager_nodes = [], []
+    for node in lowered_module(compiled).graph.nodes:
+        if node.op not in ("call_function", "call_method") or node.target is operator.getitem:
+            continue
+        kernel = node.meta.get("kernel")
+        if kernel is not None:
+            kernels.append(kernel.name)
+        else:
+            eager_nodes.append(node.name)
+    return {"kernels": kernels, "eager": eager_nodes}
+
+
+def as_function(program: Callable[..., Any], arity: int) -> Callable[..., Any]:
+    """``program`` (builder style) as a plain function of ``arity`` named tensors, for capture."""
+    wrappers = {
+        1: lambda a: program(EAGER, a),
+        2: lambda a, b: program(EAGER, a, b),
+        3: lambda a, b, c: program(EAGER, a, b, c),
+        4: lambda a, b, c, d: program(EAGER, a, b, c, d),
+    }
+    if arity not in wrappers:
+        raise ValueError(f"as_function: {arity} inputs; programs here take 1 to 4")
+    return wrappers[arity]
