@@ -172,12 +172,14 @@ class _SymbolicPropagator:
 
     # -- calls ---------------------------------------------------------------------
     def _call(self, node: Node) -> Any:
-        args, kwargs = self.load(node.args), self.load(node.kwargs)
-        if node.target is operator.getitem and isinstance(args[0], (tuple, list)):
-            return args[0][args[1]]
+        if node.target is operator.getitem:
+            base = self.load(node.args[0])
+            if isinstance(base, (tuple, list)):
+                return base[self.load(node.args[1])]
         prim = node.meta.get("prim")
-        if prim is not None:
+        if prim is not None:  # the prim rule reads prim_args only: skip loading args
             return self._apply_prim(node, prim)
+        args, kwargs = self.load(node.args), self.load(node.kwargs)
         kind = _custom_op_kind(node.target)
         if kind is not None:
             return self._fake(node, kind, args, kwargs)
