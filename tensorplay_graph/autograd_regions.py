@@ -30,12 +30,14 @@ def grad_enabled(framework: str) -> bool:
     return bool(check()) if callable(check) else True
 
 
-def needs_autograd(values: Iterable[Any]) -> bool:
-    """True when some tensor in ``values`` requires grad under an enabled grad mode."""
+def _grad_mode_of(values: Iterable[Any]) -> Callable[[], bool]:
+    """The grad-mode switch of the framework of the first tensor in ``values``."""
     for value in values:
-        if is_tensor(value) and value.requires_grad and grad_enabled(framework_of(value)):
-            return True
-    return False
+        framework = framework_of(value)
+        if framework is not None:
+            check = getattr(sys.modules.get(framework), "is_grad_enabled", None)
+            return check if callable(check) else (lambda: True)
+    return lambda: True
 
 
 def graph_constants(gm: Any) -> list:
@@ -81,6 +83,10 @@ class GraphRunner:
         self._lower = lower
         self._lowered: Optional[Callable[..., Any]] = None
         self._grad_constants = [c for c in constants if c.requires_grad]
+        # A runner serves one specialization, whose key fixes each argument's
+        # requires_grad: scanned once, on the first call.
+        self._args_need_grad: Optional[bool] = None
+        self._grad_mode: Callable[[], bool] = lambda: True
 
     @property
     def lowered(self) -> Optional[Callable[..., Any]]:
@@ -89,7 +95,12 @@ class GraphRunner:
 
     def uses_eager_autograd(self, args: tuple) -> bool:
         """Whether this call must take the eager-dispatch path (see module docstring)."""
-        return needs_autograd(args) or needs_autograd(self._grad_constants)
+        if self._args_need_grad is None:
+            self._args_need_grad = any(is_tensor(a) and a.requires_grad for a in args)
+            self._grad_mode = _grad_mode_of(list(args) + self._grad_constants)
+        if self._args_need_grad or any(c.requires_grad for c in self._grad_constants):
+            return self._grad_mode()
+        return False
 
     def __call__(self, *args: Any) -> Any:
         if self.uses_eager_autograd(args):

@@ -32,12 +32,32 @@ class RecompileLimitError(TensorPlayGraphError, RuntimeError):
     """A compiled function saw more input signatures than ``recompile_limit`` allows."""
 
 
+# type -> framework name (or None): one dict hit per argument on the call path.
+_FRAMEWORK_OF_TYPE: Dict[type, Optional[str]] = {}
+
+
+def _framework_of_type(value: Any) -> Optional[str]:
+    cls = type(value)
+    try:
+        return _FRAMEWORK_OF_TYPE[cls]
+    except KeyError:
+        framework = framework_of(value)
+        if framework is not None or cls.__module__.split(".")[0] not in ("tensorplay", "torch"):
+            # Only cache negatives for types no framework can claim later on import.
+            _FRAMEWORK_OF_TYPE[cls] = framework
+        return framework
+
+
 def value_key(value: Any) -> Any:
-    """The part of a specialization key that one argument contributes."""
-    framework = framework_of(value)
+    """The part of a specialization key that one argument contributes.
+
+    Tensors key on the framework's own (hashable) shape, dtype and device objects:
+    no string conversion on the call path; :func:`describe_change` formats them.
+    """
+    framework = _framework_of_type(value)
     if framework is not None:
-        return ("tensor", framework, tuple(value.shape), dtype_name(value.dtype),
-                str(value.device), tuple(value.stride()), bool(value.requires_grad))
+        return ("tensor", framework, value.shape, value.dtype, value.device,
+                value.stride(), value.requires_grad)
     if isinstance(value, _SCALARS):
         return (type(value).__name__, value)
     if isinstance(value, (tuple, list)):
@@ -46,6 +66,14 @@ def value_key(value: Any) -> Any:
         return ("dict", tuple((k, value_key(v)) for k, v in value.items()))
     # Any other object is baked into the capture as a constant: key on identity.
     return ("object", type(value).__qualname__, id(value))
+
+
+def _readable(field: str, value: Any) -> Any:
+    if field == "dtype":
+        return dtype_name(value)
+    if field in ("shape", "stride"):
+        return tuple(value)
+    return str(value) if field == "device" else value
 
 
 def describe_change(old: Tuple, new: Tuple, names: Sequence[str]) -> str:
@@ -58,8 +86,8 @@ def describe_change(old: Tuple, new: Tuple, names: Sequence[str]) -> str:
             continue
         label = f"argument {i} ({names[i]})" if i < len(names) else f"argument {i}"
         if a[0] == b[0] == "tensor":
-            fields = [f"{field} {x} -> {y}" for field, x, y in zip(_TENSOR_FIELDS, a[1:], b[1:])
-                      if x != y]
+            fields = [f"{field} {_readable(field, x)} -> {_readable(field, y)}"
+                      for field, x, y in zip(_TENSOR_FIELDS, a[1:], b[1:]) if x != y]
             changes.append(f"{label}: " + ", ".join(fields))
         else:
             changes.append(f"{label}: {_short(a)} -> {_short(b)}")
@@ -116,7 +144,7 @@ class CompiledFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs:
             args = self._bind(args, kwargs)
-        key = tuple(value_key(a) for a in args)
+        key = tuple(map(value_key, args))
         runner = self.specializations.get(key)
         if runner is None:
             if key in self._eager_keys:

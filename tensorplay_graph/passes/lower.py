@@ -59,16 +59,22 @@ class _Ref:
 _RECORDED_META = ("tensor_meta", "stack", "prim", "prim_args")
 
 
+_LEAVES = frozenset({int, float, bool, str, type(None)})
+
+
 def _compact(value: Any) -> Any:
-    """``value`` with every Node replaced by a ``_Ref`` (flat tuples take the fast path)."""
+    """``value`` with every Node replaced by a ``_Ref`` (hot: one call per arg of every
+    region node, so common leaves and plain containers take the fast paths)."""
     kind = type(value)
+    if kind in _LEAVES:
+        return value
     if kind is Node:
         return _Ref(value.name)
     if kind is tuple:
-        return tuple(_compact(v) for v in value)
-    if kind is dict:
-        return {k: _compact(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list, dict, slice)):
+        return tuple([_compact(v) for v in value])
+    if isinstance(value, dict):  # ImmutableDict kwargs too; create_node freezes it again
+        return {k: _compact(v) for k, v in value.items()} if value else {}
+    if isinstance(value, (tuple, list, slice)):
         return map_arg(value, lambda n: _Ref(n.name))
     return value
 
