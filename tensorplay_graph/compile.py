@@ -44,6 +44,8 @@ from .library.registry import keep_opaque_to_dynamo
 logger = logging.getLogger("tensorplay_graph.compile")
 
 AUTO = "auto"
+#: Backends ``"auto"`` considers, in preference order.
+AUTO_CANDIDATES = ("triton", "tilelang", "reference")
 BackendSpec = Union[str, Sequence[str]]
 
 
@@ -73,19 +75,18 @@ def compile(fn_or_module: Callable[..., Any], *, backend: BackendSpec = AUTO,
 def choose_backends(device: str) -> List[str]:
     """The ``"auto"`` policy: backends worth using on ``device``, best first.
 
-    Why: a backend is only worth choosing where its kernels beat eager
-    dispatch on that device. On CUDA, fused Triton kernels save memory traffic
-    and TileLang covers GEMM-centred regions, so both are used when importable
-    and a GPU is present. On the CPU, Triton runs only in its interpreter
-    (orders of magnitude slower than eager), so only backends that declare
-    ``"cpu"`` in ``profitable_devices`` are used -- the reference backend only
-    if it does. An empty list means the interpreter: the captured graph runs
-    through eager dispatch.
+    Why: a backend is only worth choosing where its kernels beat eager dispatch
+    on that device, which each backend declares in ``profitable_devices`` (and
+    backs with its ``supports()``: TileLang claims CPU regions only where it
+    was measured faster). Triton runs on the CPU only in its interpreter, far
+    slower than eager, so it declares CUDA alone. CUDA backends need a GPU.
+    An empty list means the interpreter: the captured graph runs through eager
+    dispatch.
     """
-    if device == "cuda" and _cuda_available():
-        return [name for name in ("triton", "tilelang") if importlib.util.find_spec(name)]
+    if device == "cuda" and not _cuda_available():
+        return []
     from .backends.registry import try_resolve_backends
-    usable, _missing = try_resolve_backends(["reference"])
+    usable, _missing = try_resolve_backends(AUTO_CANDIDATES)
     return [b.name for b in usable if device in getattr(b, "profitable_devices", ())]
 
 

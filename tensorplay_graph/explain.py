@@ -26,8 +26,6 @@ from .ir.meta import TensorMeta
 __all__ = ["explain", "Explanation", "RegionInfo"]
 
 DEFAULT_BACKENDS = ("triton", "tilelang", "reference")
-# Device types of built-in backends that do not (yet) declare ``devices`` themselves.
-_BACKEND_DEVICES = {"tilelang": ("cuda",)}
 
 
 @dataclass
@@ -130,7 +128,7 @@ def _planning_device(assume_device, backends, example_inputs) -> Optional[str]:
 
     here = next((d for d in map(device_type, example_inputs) if d is not None), "cpu")
     for backend in backends:
-        devices = getattr(backend, "devices", None) or _BACKEND_DEVICES.get(backend.name, ())
+        devices = getattr(backend, "devices", ())
         if devices and here not in devices:
             return devices[0]
         if devices:

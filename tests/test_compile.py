@@ -181,9 +181,11 @@ def test_auto_policy_on_cpu_uses_only_profitable_backends():
     from tensorplay_graph.backends.registry import get_backend
     from tensorplay_graph.compile import choose_backends
     chosen = choose_backends("cpu")
-    assert "triton" not in chosen and "tilelang" not in chosen
-    reference_profitable = "cpu" in getattr(get_backend("reference"), "profitable_devices", ())
-    assert chosen == (["reference"] if reference_profitable else [])
+    # Triton only interprets on the CPU; TileLang's C kernels claim only measured-faster regions.
+    expected = [name for name in ("triton", "tilelang", "reference")
+                if "cpu" in getattr(get_backend(name), "profitable_devices", ())]
+    assert "triton" not in chosen
+    assert chosen == expected and "tilelang" in chosen
 
 
 def test_compile_is_callable_after_submodule_import():

@@ -67,6 +67,9 @@ class TileLangBackend:
     (for lowering to CUDA source on a machine without a GPU)."""
 
     name = "tilelang"
+    devices = ("cuda", "cpu")
+    # CPU regions are claimed only where measured faster than eager (see supports()).
+    profitable_devices = ("cuda", "cpu")
 
     def __init__(self, device: Optional[str] = None, autotune: bool = False) -> None:
         self.device = device
