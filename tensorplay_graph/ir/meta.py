@@ -18,7 +18,7 @@ key                 written by                     value
 ``backend``         ``partition``                  name of the claiming backend (``str``)
 ``declined``        ``partition``                  ``dict`` backend name -> reason
 ``kernel``          ``lower``                      the compiled ``Kernel`` of a lowered node
-``subgraph``        ``lower``                      the ``Graph`` the kernel was compiled from
+``subgraph``        ``lower``                      ``RegionGraph``: the region; ``.graph()`` builds its ``Graph``
 ==================  =============================  ==========================================
 """
 
