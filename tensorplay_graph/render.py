@@ -25,6 +25,7 @@ import hashlib
 import os
 from typing import Any, Dict, List, Optional
 
+from .ir.graph import Graph
 from .ir.node import Node, target_name
 
 # (shape, style, fillcolor) per node kind.
@@ -123,8 +124,11 @@ def render(gm_or_graph: Any, path: Optional[str] = None, format: str = "svg",
     The output format follows ``path``'s suffix when it names one
     (``graph.png``), else ``format``. Writing needs the ``dot`` binary.
     """
-    graphviz = _import_graphviz()
     graph = getattr(gm_or_graph, "graph", gm_or_graph)
+    if not isinstance(graph, Graph):
+        raise TypeError(f"render() draws a GraphModule or a Graph, got {type(gm_or_graph).__name__}; "
+                        "capture a program first: tensorplay_graph.render(tensorplay_graph.capture(fn, *inputs))")
+    graphviz = _import_graphviz()
     title = name or type(gm_or_graph).__name__
     dot = graphviz.Digraph(name=_escape(title), graph_attr={"rankdir": "TB", "fontname": "Helvetica"},
                            node_attr={"fontname": "Helvetica", "fontsize": "11"},

@@ -136,3 +136,8 @@ def test_missing_graphviz_is_a_clear_error(monkeypatch):
     with pytest.raises(ImportError, match="pip install graphviz"):
         render(g)
     assert GraphModule({}, g)._repr_svg_() is None
+
+
+def test_render_rejects_what_is_not_a_graph():
+    with pytest.raises(TypeError, match="GraphModule or a Graph, got int"):
+        render(42)
