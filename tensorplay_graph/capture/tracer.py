@@ -24,6 +24,7 @@ from ..frameworks import framework_of, is_tensor, tensor_meta
 from ..ir.names import is_identifier, sanitize
 from .context import ACTIVE_TRACER, raise_location, user_location
 from .proxy import MISSING, Proxy
+from .randomness import preserved_rng_state
 
 #: ``example_fn`` value meaning "this node has no example value" (opaque op without a fake).
 NO_EXAMPLE = object()
@@ -59,6 +60,8 @@ class Tracer:
         self._lifted: Dict[int, Proxy] = {}
         self._framework: Optional[str] = None
         self._const_count = 0
+        #: > 0 while an example value is computed: random calls then are real draws, not nodes.
+        self.computing_example = 0
 
     # -- recording -------------------------------------------------------
 
@@ -134,6 +137,7 @@ class Tracer:
         example_args, example_kwargs = _examples(args), _examples(kwargs)
         if example_args is MISSING or example_kwargs is MISSING:
             return MISSING
+        self.computing_example += 1
         try:
             if example_fn is not None:
                 return example_fn(*example_args, **example_kwargs)
@@ -146,6 +150,8 @@ class Tracer:
             error.add_note(f"while computing the example value of node {node.name!r} "
                            f"({node.format_node()}) captured at {node.meta['stack']}")
             raise
+        finally:
+            self.computing_example -= 1
 
     def _note_framework(self, value: Any) -> None:
         if self._framework is None:
@@ -170,8 +176,13 @@ class Tracer:
         token = ACTIVE_TRACER.set(self)
         try:
             with ExitStack() as stack:
+                # Example values draw real random numbers; the caller's stream stays untouched.
+                stack.enter_context(preserved_rng_state())
                 if sys.modules.get("tensorplay") is not None:
                     stack.enter_context(_adapter("tensorplay").install_hooks())
+                if sys.modules.get("torch") is not None:
+                    # ``torch.rand(3)`` holds no proxy: only a function mode sees it.
+                    stack.enter_context(_adapter("torch").random_mode(self))
                 if _is_module(root):
                     self._patch_module_state(root, stack)
                 result = _invoke(function, values)

@@ -1,6 +1,7 @@
 """TensorPlay specifics of capture (imported lazily, only when TensorPlay is in use).
 
-TensorPlay reaches a proxy three ways, and capture uses all three:
+TensorPlay reaches a proxy three ways, and capture uses all three (plus a
+fourth hook for random calls that reach no proxy at all):
 
 1. Its Python wrappers (``tensorplay.functional``, ``tensorplay.nn.functional``,
    ``tensorplay.library`` custom ops ...) call module-level ``_capturing()`` /
@@ -17,6 +18,9 @@ TensorPlay reaches a proxy three ways, and capture uses all three:
    (they never return NotImplemented). :func:`install_hooks` wraps those
    operators on ``TensorBase`` for the duration of the trace: a proxy operand
    lifts the real tensor to a graph constant and re-dispatches to the proxy.
+4. ``tensorplay.rand(3, 4)`` holds no proxy, so none of the above sees it;
+   :func:`install_hooks` also wraps TensorPlay's public random functions so
+   such calls become nodes instead of one draw frozen into a constant.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import tensorplay
 
 from ..capture import context
 from ..capture.proxy import Proxy
+from ..capture.randomness import record_random, should_record
 from ..capture.tracer import NO_EXAMPLE
 
 _TENSOR_OPERATORS = {
@@ -93,6 +98,8 @@ def _bind_public(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> An
 
 def _capture_call(target: Any, args: Any, kwargs: Any) -> Any:
     """Stand-in for ``tensorplay.graph.capture_call`` inside TensorPlay modules."""
+    # A wrapper names itself (``_capture_call(dropout, ...)``): record the original, not our patch.
+    target = getattr(target, "_tpg_random_original", target)
     example_fn = target  # a TensorPlay function: replaying it gives the example value
     if _is_custom_op(target):
         # The op's body must not run during capture: its fake (if any) gives the example.
@@ -176,7 +183,7 @@ def install_hooks() -> Iterator[None]:
 
 
 def _install() -> None:
-    for module, attr, replacement in _capture_sites():
+    for module, attr, replacement in _capture_sites() + _random_sites():
         _saved.append((module, attr, module.__dict__[attr]))
         setattr(module, attr, replacement)
     tensor_base = tensorplay._C.TensorBase
@@ -192,6 +199,61 @@ def _restore() -> None:
     while _saved:
         owner, attr, original = _saved.pop()
         setattr(owner, attr, original)
+
+
+# -- 4. random calls without a traced argument ------------------------------
+
+#: Random functions patched while a trace runs, per public module (by attribute name).
+_RANDOM_SITES = {
+    "tensorplay": ("rand", "randn", "randint", "randperm", "rand_like", "randn_like",
+                   "randint_like", "normal", "bernoulli", "multinomial", "poisson",
+                   "dropout", "alpha_dropout", "feature_alpha_dropout"),
+    "tensorplay.nn.functional": ("dropout", "dropout1d", "dropout2d", "dropout3d",
+                                 "alpha_dropout", "feature_alpha_dropout", "rrelu",
+                                 "gumbel_softmax"),
+}
+
+
+def _make_random(original: Any) -> Any:
+    """``original`` recording itself as a node when called in a trace with no proxy argument.
+
+    A patch of the public names, not TensorPlay's function-mode stack: that
+    stack offers *every* call of the program to the mode, with native argument
+    names (``gelu(self=x)``) that the public functions reject, so a mode would
+    have to re-dispatch each op; this touches the random functions only. The
+    node's target is the original function and its arguments are as called.
+    Limit: a name bound before the trace (``from tensorplay import rand``)
+    bypasses the patch.
+    """
+    def random_call(*args: Any, **kwargs: Any) -> Any:
+        tracer = context.ACTIVE_TRACER.get()
+        if tracer is not None and should_record(tracer, args, kwargs):
+            return record_random(tracer, original, args, kwargs)
+        return original(*args, **kwargs)
+    random_call.__name__ = getattr(original, "__name__", "random_call")
+    random_call.__doc__ = getattr(original, "__doc__", None)
+    random_call.__wrapped__ = original
+    random_call._tpg_random_original = original
+    return random_call
+
+
+def _random_sites() -> List[Tuple[Any, str, Any]]:
+    """``(module, name, replacement)`` for the random functions of TensorPlay's public modules."""
+    sites = []
+    for module_name, names in _RANDOM_SITES.items():
+        module = sys.modules.get(module_name)
+        if module is None:
+            continue
+        for name in names:
+            original = module.__dict__.get(name)
+            if callable(original):
+                sites.append((module, name, _make_random(original)))
+    return sites
+
+
+def fork_rng() -> Any:
+    """Restore TensorPlay's random state on exit (TensorPlay 1.0 is CPU only)."""
+    return tensorplay.random.fork_rng(devices=[])
 
 
 # -- small framework facts ---------------------------------------------------

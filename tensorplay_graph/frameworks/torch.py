@@ -10,9 +10,14 @@ calls on the lifted tensor.
 from __future__ import annotations
 
 import operator
-from typing import Any, Dict, Tuple
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any, Dict, FrozenSet, Iterator, Tuple
 
 import torch
+from torch.overrides import TorchFunctionMode
+
+from ..capture.randomness import record_random, should_record
 
 _DUNDER_OPERATORS = {
     "__getitem__": operator.getitem, "__setitem__": operator.setitem,
@@ -46,6 +51,62 @@ def resolve_function(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -
             return "operator", reflected, (args[1], args[0]), {}
         return "call_method", name, tuple(args), dict(kwargs)
     return "call_function", func, tuple(args), dict(kwargs)
+
+
+# -- random calls without a traced argument -----------------------------------
+
+#: ``torch`` functions that draw random numbers (``torch.rand(3)`` has no tensor to hook).
+_RANDOM_TORCH = ("rand", "randn", "randint", "randperm", "rand_like", "randn_like",
+                 "randint_like", "normal", "bernoulli", "multinomial", "poisson", "dropout",
+                 "alpha_dropout", "feature_alpha_dropout")
+_RANDOM_FUNCTIONAL = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+                      "feature_alpha_dropout", "rrelu", "gumbel_softmax")
+
+
+@lru_cache(maxsize=1)
+def random_functions() -> FrozenSet[Any]:
+    """The random functions of torch, by identity (the callables a function mode receives)."""
+    import torch.nn.functional as F
+
+    found = [getattr(torch, name, None) for name in _RANDOM_TORCH]
+    found += [getattr(F, name, None) for name in _RANDOM_FUNCTIONAL]
+    return frozenset(fn for fn in found if callable(fn))
+
+
+class _RandomCallMode(TorchFunctionMode):
+    """Records random calls that hold no proxy; every other call runs as it would.
+
+    A ``TorchFunctionMode`` rather than patching ``torch.rand`` & co.: the mode
+    sees every torch call however it was reached (``from torch import rand``,
+    ``torch.nn.init``-style helpers, aliases), is scoped to this thread and this
+    trace, and needs nothing restored if the program raises. Inside the handler
+    torch disables the mode, so forwarding ``func(*args)`` reaches the
+    ``Proxy.__torch_function__`` hook exactly as without the mode.
+    """
+
+    def __init__(self, tracer: Any) -> None:
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func in random_functions() and should_record(self.tracer, args, kwargs):
+            return record_random(self.tracer, func, args, kwargs)
+        return func(*args, **kwargs)
+
+
+def random_mode(tracer: Any) -> _RandomCallMode:
+    """A context manager recording random torch calls without a proxy as nodes of ``tracer``."""
+    return _RandomCallMode(tracer)
+
+
+@contextmanager
+def fork_rng() -> Iterator[None]:
+    """Restore torch's CPU (and initialised CUDA) random state on exit."""
+    cuda = torch.cuda.is_initialized()
+    devices = list(range(torch.cuda.device_count())) if cuda else []
+    with torch.random.fork_rng(devices=devices):
+        yield
 
 
 def tensor_type() -> type:

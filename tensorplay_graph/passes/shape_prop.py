@@ -77,6 +77,7 @@ def shape_prop(gm: Any, *example_inputs: Any) -> Any:
 # ----------------------------------------------------------------------------- with data
 
 def _run_with_inputs(gm: Any, example_inputs: tuple) -> None:
+    from ..capture.randomness import preserved_rng_state
     from ..interpreter import Interpreter
 
     class _Recorder(Interpreter):
@@ -85,7 +86,9 @@ def _run_with_inputs(gm: Any, example_inputs: tuple) -> None:
             _record(n, value)
             return value
 
-    _Recorder(gm).run(*example_inputs)
+    # Random nodes draw here; the program's own first run must see the caller's stream.
+    with preserved_rng_state():
+        _Recorder(gm).run(*example_inputs)
 
 
 # ----------------------------------------------------------------------------- without data

@@ -17,8 +17,8 @@
   traced tensor, so capture runs them once instead of recording a node; in-place
   methods, ``out=`` and ``mutates_args`` are ``mutation`` barriers already.
 
-Random ops with no tensor argument (``torch.rand(3, 4)``) are records for graphs
-imported from elsewhere; our tracer evaluates such calls during capture.
+Random ops with no tensor argument (``torch.rand(3, 4)``) are recorded by our
+tracer as nodes too (``capture/randomness.py``), never frozen into constants.
 """
 
 from __future__ import annotations
