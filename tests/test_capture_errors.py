@@ -122,3 +122,10 @@ def test_eager_failure_names_the_node(randn):
         tpg.capture(fn, randn(2, 3), randn(2, 3))
     notes = "".join(getattr(info.value, "__notes__", []))
     assert "'matmul'" in notes and "in fn" in notes
+
+
+def test_mixed_framework_inputs_are_refused_with_the_fix():
+    torch = pytest.importorskip("torch")
+    tp = pytest.importorskip("tensorplay")
+    with pytest.raises(GraphCaptureError, match=r"'b' is a tensorplay tensor.*from_dlpack"):
+        tpg.capture(lambda a, b: a + b, torch.randn(2), tp.randn(2))

@@ -275,11 +275,26 @@ def capture(fn_or_module: Any, *example_inputs: Any) -> Any:
         raise TypeError(f"capture() got {len(example_inputs)} example inputs for "
                         f"{len(params)} positional parameters of {getattr(function, '__name__', function)}")
     samples = {param.name: value for param, value in zip(params, example_inputs)}
+    _check_one_framework(samples)
     concrete = {}
     if example_inputs:
         concrete = {p.name: p.default for p in params[len(example_inputs):]
                     if p.default is not p.empty}
     return Tracer(concrete_args=concrete).trace(fn_or_module, sample_inputs=samples)
+
+
+def _check_one_framework(samples: Dict[str, Any]) -> None:
+    """One program, one tensor library: mixed inputs would fail deep inside an op."""
+    seen = {}
+    for name, value in samples.items():
+        framework = framework_of(value)
+        if framework is not None:
+            seen.setdefault(framework, name)
+    if len(seen) > 1:
+        where = ", ".join(f"{name!r} is a {framework} tensor" for framework, name in seen.items())
+        raise GraphCaptureError(
+            f"example inputs mix tensor libraries ({where}); a program runs on one of them. "
+            "Convert without copying: torch.from_dlpack(t) or tensorplay.from_dlpack(t)")
 
 
 def _invoke(function: Callable[..., Any], values: Dict[str, Tuple[inspect.Parameter, Any]]) -> Any:
