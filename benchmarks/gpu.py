@@ -388,6 +388,7 @@ def main(argv=None):
     parser.add_argument("--out", default=".")
     parser.add_argument("--only", default="workloads,model,correctness,overhead")
     opts = parser.parse_args(argv)
+    os.makedirs(opts.out, exist_ok=True)
     import triton
     results = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": torch.cuda.get_device_name(),
                "torch": torch.__version__, "triton": triton.__version__, "workloads": []}
