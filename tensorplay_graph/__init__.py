@@ -68,7 +68,7 @@ __all__ = sorted(_EXPORTS)
 # These functions share their name with the submodule that defines them. Importing a
 # submodule binds it as a package attribute, which would shadow the function, so they
 # are bound eagerly here, once the submodules are loaded (none imports a framework).
-from .capture import capture  # noqa: E402
-from .compile import compile  # noqa: E402
-from .explain import explain  # noqa: E402
-from .render import render  # noqa: E402
+from .capture import capture  # noqa: E402,F401
+from .compile import compile  # noqa: E402,F401
+from .explain import explain  # noqa: E402,F401
+from .render import render  # noqa: E402,F401

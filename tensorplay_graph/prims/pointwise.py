@@ -21,7 +21,7 @@ import numpy as np
 from ..ir.meta import TensorMeta
 from . import register
 from .record import Prim
-from .rules import (broadcast_shapes, device_of, is_meta, is_scalar, require_meta, result_type,
+from .rules import (broadcast_shapes, device_of, is_scalar, require_meta, result_type,
                     tensor_operands, to_floating)
 
 REFERENCE_NAMESPACE = {"np": np, "erf": np.vectorize(math.erf, otypes=[np.float64])}

@@ -13,17 +13,16 @@ own compiled kernels in ``$TILELANG_CACHE_DIR``), else
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import os
 import subprocess
-import sys
 import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Dict, List
 
 from ...errors import LoweringError
+from .. import source_files
+from ..source_files import cache_root
 
 _LOCK = threading.Lock()
 _MODULES: Dict[str, Any] = {}
@@ -33,21 +32,12 @@ def cache_dir() -> Path:
     """The directory for generated sources (see the module docstring)."""
     if os.environ.get("TILELANG_CACHE_DIR"):
         return Path(os.environ["TILELANG_CACHE_DIR"]) / "tensorplay_graph"
-    root = os.environ.get("TPG_CACHE_DIR") or os.path.join(Path.home(), ".cache", "tensorplay_graph")
-    return Path(root) / "tilelang"
+    return cache_root() / "tilelang"
 
 
 def tilelang_version() -> str:
     import tilelang
     return tilelang.__version__
-
-
-def digest(source: str, *parts: Any) -> str:
-    """sha256 over the source and the reprs of ``parts`` (shapes, dtypes, version, target)."""
-    h = hashlib.sha256(source.encode())
-    for part in parts:
-        h.update(b"\0" + repr(part).encode())
-    return h.hexdigest()[:32]
 
 
 def write_atomic(path: Path, data: str) -> Path:
@@ -57,17 +47,12 @@ def write_atomic(path: Path, data: str) -> Path:
             return path
     except (OSError, UnicodeDecodeError):
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp_", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return source_files.write_atomic(path, data)
+
+
+def digest(source: str, *parts: Any) -> str:
+    """A 32-hex-digit digest of the source and ``parts`` (shapes, dtypes, version, target)."""
+    return source_files.digest(source, *parts)[:32]
 
 
 def load_program(source: str, key: str) -> Any:
@@ -77,15 +62,7 @@ def load_program(source: str, key: str) -> Any:
         if module is not None:
             return module
         path = write_atomic(cache_dir() / f"tl_{key}.py", source)
-        name = f"tensorplay_graph_tilelang_{key}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # before exec: inspect looks the module up by name
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
+        module = source_files.import_file(path, f"tensorplay_graph_tilelang_{key}")
         _MODULES[key] = module
         return module
 

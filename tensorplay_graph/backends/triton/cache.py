@@ -11,14 +11,13 @@ compiled binaries are cached by Triton itself, keyed by the same source.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import logging
 import os
-import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Dict, Optional
+
+from ..source_files import cache_root, digest, import_file, write_atomic
 
 log = logging.getLogger(__name__)
 _CHECK_PREFIX = "# tpg-checksum: "
@@ -26,21 +25,12 @@ _CHECK_PREFIX = "# tpg-checksum: "
 
 def default_cache_dir() -> Path:
     """``$TPG_CACHE_DIR/triton`` or ``~/.cache/tensorplay_graph/triton``."""
-    root = os.environ.get("TPG_CACHE_DIR") or os.path.join(Path.home(), ".cache", "tensorplay_graph")
-    return Path(root) / "triton"
+    return cache_root() / "triton"
 
 
 def triton_version() -> str:
     import triton
     return triton.__version__
-
-
-def digest(text: str, *parts: Any) -> str:
-    """sha256 of ``text`` and the reprs of ``parts`` (shapes, dtypes, strides, versions)."""
-    h = hashlib.sha256(text.encode())
-    for part in parts:
-        h.update(b"\0" + repr(part).encode())
-    return h.hexdigest()
 
 
 def _checksum(text: str) -> str:
@@ -89,37 +79,12 @@ class KernelCache:
         return good
 
     def _write_atomic(self, path: Path, source: str) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        text = source + _CHECK_PREFIX + _checksum(source) + "\n"
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp_", suffix=".py")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_atomic(path, source + _CHECK_PREFIX + _checksum(source) + "\n")
         self.stats["writes"] += 1
 
     @staticmethod
     def _import(path: Path, key: str) -> Any:
-        module_name = f"tensorplay_graph_triton_{key[:32]}"
-        module = sys.modules.get(module_name)
-        if module is not None:
-            return module
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        # Registered before exec so Triton's source lookup (inspect) finds the module.
-        sys.modules[module_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[module_name]
-            raise
-        return module
+        return import_file(path, f"tensorplay_graph_triton_{key[:32]}")
 
     def clear_memory(self) -> None:
         """Forget imported functions (the disk entries stay)."""
