@@ -356,7 +356,7 @@ def launch_overhead(results):
     plan = next(c.cell_contents for c in kernel.fn.__closure__
                 if type(c.cell_contents).__name__ == "KernelPlan")
     outs = plan(*args)
-    spec = next(iter(plan._specs.values()))
+    spec, allocate = next(iter(plan._specs.values()))
     operands = args + tuple(outs)
     parts = {
         "tpg.compile call": lambda: compiled(*args),
@@ -366,6 +366,8 @@ def launch_overhead(results):
         "specialized launch (outputs preallocated)": lambda: spec.launch(operands),
         "jit_fn[grid](...) launch": lambda: spec.jit_fn[spec.grid](*spec._args(operands), **spec.options),
         "torch.empty": lambda: torch.empty((1024,), dtype=torch.float32, device="cuda"),
+        "torch.empty_like": lambda: torch.empty_like(args[0]),
+        "output allocation (plan)": lambda: allocate(args),
     }
     report = {}
     for name, fn in parts.items():
@@ -386,7 +388,8 @@ def launch_overhead(results):
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=".")
-    parser.add_argument("--only", default="workloads,model,correctness,overhead")
+    parser.add_argument("--only", default="workloads,model,correctness,overhead",
+                        help="comma-separated steps; 'launch' runs only the launch-bound workload")
     opts = parser.parse_args(argv)
     os.makedirs(opts.out, exist_ok=True)
     import triton

@@ -98,7 +98,8 @@ class GraphRunner:
         if self._args_need_grad is None:
             self._args_need_grad = any(is_tensor(a) and a.requires_grad for a in args)
             self._grad_mode = _grad_mode_of(list(args) + self._grad_constants)
-        if self._args_need_grad or any(c.requires_grad for c in self._grad_constants):
+        if self._args_need_grad or (self._grad_constants and
+                                    any(c.requires_grad for c in self._grad_constants)):
             return self._grad_mode()
         return False
 

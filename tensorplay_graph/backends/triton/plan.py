@@ -9,7 +9,7 @@ steady-state call is: one dict lookup, allocate outputs, one launch.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ...errors import LoweringError
 from ...ir.meta import contiguous_strides
@@ -109,7 +109,6 @@ class KernelPlan:
         self.out_shapes = [tuple(s) for s in out_shapes]
         self.cache = cache or default_cache()
         self._specs: Dict[tuple, Tuple[SpecializedLaunch, list]] = {}
-        self._torch_dtypes: Optional[List[Any]] = None
         self.sources: Dict[tuple, KernelSource] = {}
         if isinstance(space, RowsSpace) and space.n > MAX_ROW:
             raise LoweringError(f"triton backend: kernel {desc.name} needs rows of {space.n} elements; "
@@ -147,15 +146,33 @@ class KernelPlan:
 
     def __call__(self, *tensors: Any) -> List[Any]:
         key = tuple([(t.shape, t.stride(), not t.data_ptr() & 15) for t in tensors])
-        spec = self._specs.get(key)
-        if spec is None:
-            spec = self._specs[key] = self._specialize(tensors)
-        if self._torch_dtypes is None:
-            import torch
-            self._empty = torch.empty
-            self._torch_dtypes = [getattr(torch, o.dtype) for o in self.desc.outputs]
-        device = tensors[0].device
-        empty = self._empty
-        outs = [empty(shape, dtype=dt, device=device) for shape, dt in zip(self.out_shapes, self._torch_dtypes)]
+        entry = self._specs.get(key)
+        if entry is None:
+            entry = self._specs[key] = (self._specialize(tensors), self._allocator(tensors))
+        spec, allocate = entry
+        outs = allocate(tensors)
         spec.launch(tensors + tuple(outs))
         return outs
+
+    def _allocator(self, tensors: Sequence[Any]) -> Callable[[Sequence[Any]], List[Any]]:
+        """Output allocation for one specialization.
+
+        An output shaped and typed like a contiguous input is made with
+        ``empty_like`` of that input: on the launch-bound path it costs about half
+        of ``torch.empty(shape, dtype=, device=)``, which parses its arguments.
+        """
+        import torch
+        dtypes = [getattr(torch, o.dtype) for o in self.desc.outputs]
+        makers: List[Callable[[Sequence[Any]], Any]] = []
+        for shape, dtype in zip(self.out_shapes, dtypes):
+            twin = next((i for i, t in enumerate(tensors)
+                         if tuple(t.shape) == shape and t.dtype == dtype and t.is_contiguous()), None)
+            if twin is not None:
+                makers.append(lambda ts, i=twin: torch.empty_like(ts[i]))
+            else:
+                makers.append(lambda ts, shape=shape, dtype=dtype:
+                              torch.empty(shape, dtype=dtype, device=ts[0].device))
+        if len(makers) == 1:
+            make = makers[0]
+            return lambda ts: [make(ts)]
+        return lambda ts: [make(ts) for make in makers]
