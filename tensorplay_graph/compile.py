@@ -66,8 +66,7 @@ def compile(fn_or_module: Callable[..., Any], *, backend: BackendSpec = AUTO,
     backends = _requested_backends(backend, options)
 
     def build(fn: Any, args: tuple) -> GraphRunner:
-        from .capture import capture
-        return build_runner(capture(fn, *args), args, backends=backends, options=options)
+        return build_runner(graph_module_of(fn, args), args, backends=backends, options=options)
 
     return CompiledFunction(fn_or_module, build, options)
 
@@ -123,6 +122,16 @@ def lower_graph(gm: Any, example_inputs: Sequence[Any], backends: Sequence[str],
         from .backends.triton.launcher import cuda_graph_program
         module = cuda_graph_program(module, example_inputs)
     return module
+
+
+def graph_module_of(fn: Any, example_inputs: Sequence[Any]) -> Any:
+    """``fn`` captured on ``example_inputs``; a GraphModule is used as is (a copy of it:
+    later edits of the caller's module do not reach the compiled program)."""
+    from .ir import GraphModule
+    if isinstance(fn, GraphModule):
+        return copy_graph_module(fn)
+    from .capture import capture
+    return capture(fn, *example_inputs)
 
 
 def copy_graph_module(gm: Any) -> Any:

@@ -136,16 +136,6 @@ def _planning_device(assume_device, backends, example_inputs) -> Optional[str]:
     return None
 
 
-def _graph_module(fn, example_inputs):
-    from .ir import GraphModule
-
-    if isinstance(fn, GraphModule):
-        from .compile import copy_graph_module
-        return copy_graph_module(fn)
-    from .capture import capture
-    return capture(fn, *example_inputs)
-
-
 def explain(fn: Any, *example_inputs: Any,
             backend: Union[str, Sequence[str], None] = None,
             assume_device: Union[str, bool, None] = None, compile_kernels: bool = True,
@@ -156,6 +146,7 @@ def explain(fn: Any, *example_inputs: Any,
     backend: triton, tilelang, reference). ``fn`` may be a GraphModule.
     """
     from .backends.registry import try_resolve_backends
+    from .compile import graph_module_of
     from .passes.barriers import barriers
     from .passes.manager import PassManager
     from .passes.normalize import normalize
@@ -165,7 +156,7 @@ def explain(fn: Any, *example_inputs: Any,
     requested = DEFAULT_BACKENDS if backend is None else backend
     usable, missing = try_resolve_backends(requested)
     device = _planning_device(assume_device, usable, example_inputs)
-    gm = _graph_module(fn, example_inputs)
+    gm = graph_module_of(fn, example_inputs)
     regions: List[Any] = []
 
     def plan_partition(g):

@@ -194,3 +194,10 @@ def test_compile_is_callable_after_submodule_import():
     f = tpg.compile(lambda x: x * 3)
     x = tp.randn(3)
     assert_close(f(x), x * 3)
+
+
+def test_compile_accepts_a_graph_module():
+    gm = tpg.capture(lambda x: (x.exp() + 1) * 2, torch.randn(4, 8))
+    x = torch.randn(4, 8)
+    for backend in ("reference", "interpreter"):
+        assert_close(tpg.compile(gm, backend=backend)(x), gm(x))

@@ -201,6 +201,20 @@ def test_error_notes_name_the_node():
                          "GraphModule; user code: model.py:12 in forward"]
 
 
+def test_graph_read_before_definition_points_at_lint():
+    g = Graph()
+    x = g.placeholder("x")
+    first = g.call_function(operator.add, (x, 1), name="first")
+    second = g.call_function(operator.mul, (first, 2), name="second")
+    g.output(second)
+    first.args = (second, 1)  # an edit that reads a value before it is defined
+    gm = GraphModule({}, g)
+    with pytest.raises(NameError) as info:
+        gm(1)
+    (note,) = info.value.__notes__
+    assert note.startswith("while running node first ") and "gm.graph.lint()" in note
+
+
 def test_traceback_shows_generated_line():
     g = Graph()
     x = g.placeholder("x")

@@ -94,6 +94,15 @@ def test_integer_program_is_exact():
     assert kernel_nodes(lowered)
 
 
+def test_integer_constant_that_does_not_fit_is_declined():
+    # eager wraps int8 * 300; NumPy (and Triton) cannot hold 300 as int8: the node runs eagerly
+    f = lambda x: x * 300 + 1  # noqa: E731
+    x = torch.tensor([100, 3, -7], dtype=torch.int8)
+    assert torch.equal(tpg.compile(f, backend="reference")(x), f(x))
+    plan = tpg.explain(f, x, backend="reference")
+    assert "integer constant 300 does not fit in int8" in plan.barriers["mul"]
+
+
 def test_mutation_keeps_order():
     def f(x):
         y = x * 2

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..frameworks import framework_of
 from ..ir.meta import FLOATING_DTYPES, INTEGER_DTYPES, TensorMeta
+from ..prims.rules import scalar_out_of_range
 from .base import Kernel, Region
 from .registry import register_backend
 
@@ -119,7 +120,7 @@ class ReferenceBackend:
                 return f"runs on cpu only, got a tensor on {value_meta.device}"
             if value_meta.dtype not in SUPPORTED_DTYPES:
                 return f"dtype {value_meta.dtype} is not supported (NumPy has no such type)"
-        return None
+        return scalar_out_of_range(node) if prim.kind == "pointwise" else None
 
     def compile(self, region: Region) -> Kernel:
         """One Python function for the whole region, cached by its source's hash."""

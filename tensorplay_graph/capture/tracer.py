@@ -108,7 +108,9 @@ class Tracer:
         node.meta["stack"] = user_location()
         _set_tensor_meta(node, value)
         self.attrs[qualname] = value
-        proxy = Proxy(node, self, value)
+        # The example is a private copy, as for placeholders: an in-place op computed
+        # during the trace (``self.buf.add_(1)``) must not write into the module's state.
+        proxy = Proxy(node, self, _adapter(framework_of(value)).clone(value))
         self._lifted[id(value)] = proxy
         self._note_framework(value)
         return proxy

@@ -71,8 +71,12 @@ def _annotator(filename: str, line_to_node: Dict[int, str], graph: Graph,
             return
         stack = node.meta.get("stack")
         where = f"; user code: {stack}" if stack else ""
+        # An edited graph that reads a value before defining it fails as a NameError
+        # inside the generated code: the fix is in the graph, and lint() names it.
+        fix = ("; the graph reads a value before it is defined: run gm.graph.lint()"
+               if isinstance(exc, NameError) else "")
         exc.add_note(f"while running node {node.name} ({node.op} {target_name(node.target)}) "
-                     f"of {class_name}{where}")
+                     f"of {class_name}{where}{fix}")
     return annotate
 
 

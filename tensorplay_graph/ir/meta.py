@@ -16,9 +16,10 @@ key                 written by                     value
 ``barrier``         ``barriers``                   ``Barrier(code, reason)``
 ``region``          ``partition``                  region id (``int``)
 ``backend``         ``partition``                  name of the claiming backend (``str``)
-``declined``        ``partition``                  ``dict`` backend name -> reason
+``declined``        ``barriers`` / ``partition``   ``dict`` backend name -> reason
 ``kernel``          ``lower``                      the compiled ``Kernel`` of a lowered node
 ``subgraph``        ``lower``                      ``RegionGraph``: the region; ``.graph()`` builds its ``Graph``
+``type``            ``Graph.create_node``          its ``type_expr`` argument (an annotation)
 ==================  =============================  ==========================================
 """
 

@@ -17,7 +17,8 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Sequence
 
-__all__ = ["Barrier", "barriers", "barrier_of", "custom_op_of", "is_inplace_call", "CODES"]
+__all__ = ["Barrier", "barriers", "barrier_of", "custom_op_of", "is_inplace_call", "mutates",
+           "CODES"]
 
 CODES = ("custom_op", "triton_op", "tile_lang_op", "mutation", "side_effect",
          "data_dependent", "random", "no_prim", "unsupported")
@@ -26,11 +27,11 @@ CODES = ("custom_op", "triton_op", "tile_lang_op", "mutation", "side_effect",
 # spans them and no reordering moves a node across them (mutation order, RNG order).
 FENCE_CODES = frozenset({"mutation", "side_effect", "random"})
 
-# In-place ``operator`` functions (``x += y`` on a tensor mutates x).
+# In-place ``operator`` functions (``x += y`` on a tensor mutates x; ``x[i] = v`` too).
 _INPLACE_OPERATORS = frozenset(
     getattr(operator, name) for name in dir(operator)
     if name.startswith("i") and name[1:] in dir(operator) and name not in ("index", "is_", "is_not")
-)
+) | {operator.setitem, operator.delitem}
 
 
 def _is_inplace_operator(target: Any) -> bool:
@@ -85,7 +86,7 @@ def is_inplace_call(node) -> Optional[str]:
             return f"Tensor.{name} writes into its input in place"
     if node.op == "call_function":
         if _is_inplace_operator(node.target):
-            return f"operator.{node.target.__name__} updates its left operand in place"
+            return f"operator.{node.target.__name__} updates its first operand in place"
         fname = getattr(node.target, "__name__", "")
         in_operator = getattr(node.target, "__module__", None) in ("operator", "_operator")
         if fname.endswith("_") and not fname.endswith("__") and not in_operator:
@@ -95,6 +96,12 @@ def is_inplace_call(node) -> Optional[str]:
     if node.kwargs.get("inplace") is True:
         return f"{_op_label(node)}(inplace=True) writes into its input"
     return None
+
+
+def mutates(node) -> bool:
+    """True if ``node`` writes into one of its inputs (in-place call or ``mutates_args``)."""
+    op = custom_op_of(node.target) if node.op == "call_function" else None
+    return bool(op is not None and op.mutates_args) or is_inplace_call(node) is not None
 
 
 def _custom_op_barrier(op) -> Barrier:

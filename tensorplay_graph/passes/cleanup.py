@@ -18,7 +18,7 @@ import logging
 import operator
 from typing import Any, Dict, Optional
 
-from .barriers import custom_op_of, is_inplace_call
+from .barriers import mutates
 
 __all__ = ["cleanup", "dce", "cse", "is_impure", "is_pure"]
 
@@ -34,10 +34,7 @@ def is_impure(node) -> bool:
     barrier = node.meta.get("barrier")
     if barrier is not None and getattr(barrier, "fence", False):
         return True
-    op = custom_op_of(node.target) if node.op == "call_function" else None
-    if op is not None and op.mutates_args:
-        return True
-    if is_inplace_call(node) is not None:
+    if mutates(node):
         return True
     prim = node.meta.get("prim")
     return bool(prim is not None and (prim.side_effect or prim.random))

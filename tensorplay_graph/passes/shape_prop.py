@@ -76,14 +76,31 @@ def shape_prop(gm: Any, *example_inputs: Any) -> Any:
 
 # ----------------------------------------------------------------------------- with data
 
+def _private_copy(value: Any) -> Any:
+    framework = framework_of(value)
+    if framework is None:
+        return value
+    import importlib
+    return importlib.import_module(f"tensorplay_graph.frameworks.{framework}").clone(value)
+
+
 def _run_with_inputs(gm: Any, example_inputs: tuple) -> None:
     from ..capture.randomness import preserved_rng_state
     from ..interpreter import Interpreter
+    from .barriers import mutates
+
+    # The example inputs are the caller's real tensors (compile() passes the first
+    # call's arguments): a graph that writes into its inputs or attributes runs on
+    # private copies here, so the program's own run is the only one the caller sees.
+    graph = getattr(gm, "graph", gm)
+    copy_leaves = any(mutates(n) for n in graph.nodes)
 
     class _Recorder(Interpreter):
         def run_node(self, n: Node) -> Any:
             value = super().run_node(n)
             _record(n, value)
+            if copy_leaves and n.op in ("placeholder", "get_attr"):
+                value = _private_copy(value)
             return value
 
     # Random nodes draw here; the program's own first run must see the caller's stream.

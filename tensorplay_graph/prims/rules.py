@@ -183,3 +183,31 @@ def require_floating(dtype: str, op: str) -> None:
     if category(dtype) < 2:
         raise ShapeError(f"{op}: expected a floating-point input, got {dtype}; cast it first "
                          "(x.float())")
+
+
+_INT_RANGE = {"int8": (-2 ** 7, 2 ** 7 - 1), "int16": (-2 ** 15, 2 ** 15 - 1),
+              "int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1),
+              "uint8": (0, 2 ** 8 - 1)}
+
+
+def scalar_out_of_range(node: Any) -> Optional[str]:
+    """A reason when a Python int operand of a pointwise node does not fit its integer dtype.
+
+    Eager wraps such constants (``int8_tensor * 300``); a generated kernel cannot even
+    hold them, so backends decline the node and eager dispatch runs it.
+    """
+    args = node.meta.get("prim_args", {})
+    operands = [v.meta.get("tensor_meta") if hasattr(v, "meta") else v for v in args.values()]
+    operands = [o for o in operands if is_meta(o) or is_scalar(o)]
+    ints = [o for o in operands if isinstance(o, int) and not isinstance(o, bool)]
+    if not ints or not any(is_meta(o) for o in operands):
+        return None
+    try:
+        common = result_type(*operands)
+    except ShapeError:
+        return None
+    low, high = _INT_RANGE.get(common, (None, None))
+    for value in ints:
+        if low is not None and not low <= value <= high:
+            return f"integer constant {value} does not fit in {common}"
+    return None

@@ -64,6 +64,27 @@ def test_integer_ops_are_exact():
     assert got.dtype == torch.int64 and torch.equal(got, eager(prog, x, y)[0])
 
 
+@pytest.mark.parametrize("target", [torch.add, torch.mul, torch.maximum, torch.gt],
+                         ids=lambda t: t.__name__)
+def test_integer_operands_promote_like_eager(target):
+    # int8 with uint8 promotes to int16 in eager (Triton alone keeps 8 bits); bool + bool is
+    # a logical or in eager (int1 + int1 wraps to 0 in Triton).
+    x = torch.tensor([-100, -1, 3, 127], dtype=torch.int8)
+    y = torch.tensor([200, 200, 3, 0], dtype=torch.uint8)
+    got = BACKEND.compile(build(lambda b, p, q: b.call(target, p, q), x, y))(x, y)[0]
+    want = target(x, y)
+    assert got.dtype == want.dtype and torch.equal(got, want)
+    p, q = torch.tensor([True, True, False, False]), torch.tensor([True, False, True, False])
+    got = BACKEND.compile(build(lambda b, u, v: b.call(target, u, v), p, q))(p, q)[0]
+    want = target(p, q)
+    assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_integer_constant_that_does_not_fit_is_declined():
+    region = build(lambda b, x: b.call(torch.mul, x, 300), torch.ones(4, dtype=torch.int8))
+    assert BACKEND.supports(region.nodes[0]) == "integer constant 300 does not fit in int8"
+
+
 def test_sum_over_all_dims_and_middle_dim():
     def prog(b, x):
         return b.call(torch.sum, x), b.call(torch.amax, x, 1), b.call(torch.mean, x, (1, 2))

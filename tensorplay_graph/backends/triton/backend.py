@@ -16,6 +16,7 @@ import time
 from typing import Any, List, Optional
 
 from ...errors import LoweringError
+from ...prims.rules import scalar_out_of_range
 from ..base import Kernel, Region
 from .cache import KernelCache
 from .codegen_reduction import REDUCTION_PRIMS
@@ -94,7 +95,9 @@ class TritonBackend:
             elif isinstance(value, complex):
                 return f"argument {key} is complex"
         if prim.kind == "pointwise":
-            return None if prim.lowering("triton") is not None else f"prim {prim.name} has no triton template"
+            if prim.lowering("triton") is None:
+                return f"prim {prim.name} has no triton template"
+            return scalar_out_of_range(node)
         if prim.kind == "reduction" and prim.name not in REDUCTION_PRIMS:
             return f"reduction {prim.name} has no Triton lowering ({', '.join(REDUCTION_PRIMS)} do)"
         if prim.kind == "norm" and prim.name not in NORM_PRIMS:

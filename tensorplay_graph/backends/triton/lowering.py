@@ -209,7 +209,16 @@ def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int)
     if prim.kind == "pointwise":
         floating = tm.dtype in ("float16", "bfloat16", "float32", "float64")
         mapped = {k: ref(v, floating and k != "cond") for k, v in args.items()}
+        common = None if floating or prim.name == "cast" else _integer_operand_dtype(args)
+        if common is not None:
+            # Triton's own integer promotion differs from eager's (int8 with uint8 stays
+            # 8-bit; int1 + int1 wraps to 0): compute in eager's promoted dtype, bools as int8.
+            work = "int8" if common == "bool" else common
+            mapped = {k: em.cast(v, work) if k in _OPERAND_KEYS and is_node(args[k]) else v
+                      for k, v in mapped.items()}
         expr = prim.render("triton", **mapped)
+        if common == "bool" and tm.dtype == "bool":
+            expr = f"({expr} != 0)"
         if prim.name == "cast" and compute_dtype(tm.dtype) != tm.dtype:
             expr = f"{expr}.to(tl.float32)"  # round to the narrow dtype, keep computing in fp32
         per_row = any(em.per_row.get(var_of.get(v, ""), False) for v in args.values() if is_node(v))
@@ -224,6 +233,22 @@ def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int)
         return emit_norm(em, prim.name, a, var, in_dtype, n, src, weight=ref(args.get("weight")),
                          bias=ref(args.get("bias")), eps=args.get("eps"))
     return emit_norm(em, prim.name, a, var, in_dtype, n, src)
+
+
+#: Pointwise arguments that are operands of the computation (``cond`` of where is not).
+_OPERAND_KEYS = ("a", "b", "min", "max")
+
+
+def _integer_operand_dtype(args: Dict[str, Any]) -> Optional[str]:
+    """Eager's promoted dtype of a pointwise node's operands when it is integer or bool."""
+    from ...prims.rules import result_type
+
+    operands = [node_meta(v) if is_node(v) else v for k, v in args.items()
+                if k in _OPERAND_KEYS and (is_node(v) or isinstance(v, (bool, int, float)))]
+    if not any(is_node(args[k]) for k in _OPERAND_KEYS if k in args):
+        return None
+    common = result_type(*operands)
+    return None if common.startswith("float") else common
 
 
 def plan_region(region: Any, cache=None) -> List[Step]:
