@@ -3,7 +3,6 @@ edits showing up in .code and results, attributes, linecache tracebacks, call ov
 
 import linecache
 import operator
-import timeit
 import traceback
 
 import numpy as np
@@ -252,7 +251,9 @@ def test_separate_instances_have_separate_code():
     assert gm1(3) == -3 and gm2(3) == 3 and type(gm1) is not type(gm2)
 
 
-def test_call_overhead_close_to_eager():
+def test_call_is_the_generated_forward_itself():
+    # The per-call overhead target (benchmarks/overhead.py) rests on this: calling the
+    # module runs the generated function with no wrapper frame in between.
     def eager(x):
         return (((x + 1) * 2).relu() - 3).abs() * 0.5
 
@@ -265,11 +266,8 @@ def test_call_overhead_close_to_eager():
     gm = GraphModule({}, g)
     x = tp.randn(4, 8)
     assert gm(x).tolist() == eager(x).tolist()
-    t_eager = t_gm = float("inf")
-    for _ in range(15):  # interleaved, best of each: robust to load from other processes
-        t_eager = min(t_eager, timeit.timeit(lambda: eager(x), number=1000))
-        t_gm = min(t_gm, timeit.timeit(lambda: gm(x), number=1000))
-    assert t_gm / t_eager < 1.15, (t_gm, t_eager)
+    assert type(gm).__call__ is type(gm).forward
+    assert type(gm).forward.__code__.co_filename.startswith("<")  # generated, in linecache
 
 
 def test_deepcopy_is_independent():

@@ -4,7 +4,6 @@ native keyword names) map to the right prim with canonical arguments."""
 from __future__ import annotations
 
 import operator
-import time
 
 import pytest
 import tensorplay as tp
@@ -197,16 +196,7 @@ def _chain(n):
     return GraphModule({}, g)
 
 
-def _best_of(runs, fn):
-    best = float("inf")
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
-def test_normalize_is_linear_time(monkeypatch):
+def test_normalize_does_one_lookup_per_node(monkeypatch):
     from tensorplay_graph import prims
 
     small, big = _chain(2000), _chain(20000)
@@ -219,9 +209,4 @@ def test_normalize_is_linear_time(monkeypatch):
     normalize(big)
     assert len(calls) == 20000 and len(set(calls)) == 20000
     monkeypatch.undo()
-    # Timing guard, best of 3 so a busy machine (pytest -n 2) does not fail it: 10x the nodes
-    # must cost well under the 100x a quadratic pass would.
-    t_small = _best_of(3, lambda: normalize(small))
-    t_big = _best_of(3, lambda: normalize(big))
-    assert t_big < 30 * t_small + 0.05, (t_small, t_big)
     assert all("prim" in n.meta for n in big.graph.nodes if n.op.startswith("call"))

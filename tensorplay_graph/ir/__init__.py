@@ -9,7 +9,8 @@
 """
 
 from .codegen import PythonCode
-from .graph import Graph, default_is_impure
+from .effects import is_impure, is_inplace, mutated_args, mutated_nodes
+from .graph import Graph
 from .graph_module import GraphModule
 from .meta import TensorMeta
 from .names import Namespace, sanitize
@@ -17,5 +18,6 @@ from .node import OPCODES, Node, map_aggregate, map_arg, target_name
 
 __all__ = [
     "Graph", "GraphModule", "Namespace", "Node", "OPCODES", "PythonCode", "TensorMeta",
-    "default_is_impure", "map_aggregate", "map_arg", "sanitize", "target_name",
+    "is_impure", "is_inplace", "map_aggregate", "map_arg", "mutated_args", "mutated_nodes",
+    "sanitize", "target_name",
 ]

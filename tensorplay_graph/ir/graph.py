@@ -18,62 +18,15 @@ def forward(self, x):
 
 from __future__ import annotations
 
-import operator
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import GraphLintError
+from . import effects
 from .names import RESERVED_NAMES, Namespace, is_identifier
 from .node import Node, target_name, _format_arg
 
 _EMPTY = object()
-
-# In-place Python operators mutate their first argument.
-_MUTATING_OPERATORS = frozenset({
-    operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul,
-    operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
-    operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift,
-    operator.iconcat,
-})
-
-
-def _is_inplace_name(name: Any) -> bool:
-    """``add_``/``copy_`` style in-place names, and ``__setitem__``/``__iadd__`` dunders."""
-    if not isinstance(name, str):
-        return False
-    if name.startswith("__") and name.endswith("__"):
-        return name in ("__setitem__", "__delitem__") or (name.startswith("__i") and
-                                                          name not in ("__init__", "__index__",
-                                                                       "__invert__", "__iter__"))
-    return name.endswith("_") and not name.startswith("_")
-
-
-def default_is_impure(node: Node) -> bool:
-    """Whether DCE must keep ``node`` even when nothing reads it.
-
-    Impure: placeholders and outputs; ``call_function`` targets with a truthy
-    ``_is_impure`` or ``mutates_args`` attribute, in-place operators and
-    functions named like ``relu_``; in-place ``call_method`` names (``add_``,
-    ``__setitem__``); nodes whose ``meta["prim"]`` declares a side effect.
-    """
-    if node.op in ("placeholder", "output"):
-        return True
-    prim = node.meta.get("prim")
-    if prim is not None and getattr(prim, "side_effect", False):
-        return True
-    target = node.target
-    if node.op == "call_method":
-        return _is_inplace_name(target)
-    if node.op != "call_function":
-        return False
-    if target in _MUTATING_OPERATORS:
-        return True
-    for attr in ("_is_impure", "mutates_args"):
-        value = getattr(target, attr, None)
-        if value is not None and not callable(value) and value:
-            return True
-    return _is_inplace_name(getattr(target, "__name__", None))
-
 
 class _InsertPoint:
     """Sets a graph's insert point now; restores the previous one on ``__exit__``."""
@@ -309,12 +262,13 @@ class Graph:
     def eliminate_dead_code(self, is_impure: Optional[Callable[[Node], bool]] = None) -> bool:
         """Erase unread nodes, last to first; returns whether anything changed.
 
-        A node is kept when :func:`default_is_impure` says so, or when the
-        extra ``is_impure(node)`` hook returns True.
+        A node is kept when :func:`tensorplay_graph.ir.effects.is_impure` says
+        so (placeholders, outputs, in-place writes, side effects, random
+        draws), or when the extra ``is_impure(node)`` hook returns True.
         """
         changed = False
         for node in reversed(self.nodes):
-            if node.users or default_is_impure(node) or (is_impure is not None and is_impure(node)):
+            if node.users or effects.is_impure(node) or (is_impure is not None and is_impure(node)):
                 continue
             self.erase_node(node)
             changed = True

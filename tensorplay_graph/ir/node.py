@@ -311,9 +311,9 @@ class Node:
         return self._name
 
     def is_impure(self) -> bool:
-        """True when dead-code elimination must keep this node (see ``Graph.eliminate_dead_code``)."""
-        from .graph import default_is_impure
-        return default_is_impure(self)
+        """True when dead-code elimination must keep this node (see :mod:`.effects`)."""
+        from .effects import is_impure
+        return is_impure(self)
 
 
 def _format_arg(a: Any) -> str:

@@ -3,7 +3,8 @@
 Every verdict is derived from something inspectable -- the op object's own
 flags (``CustomOpDef.mutates_args`` / ``is_triton_op`` / ``is_tile_lang_op``),
 the prim record's flags (``side_effect``, ``random``, ``data_dependent``),
-the call's spelling (``x.add_(y)``, ``out=``) and the backends' ``supports``
+the call's spelling (``x.add_(y)``, ``out=``; all read through the one effect
+predicate, :mod:`tensorplay_graph.ir.effects`) and the backends' ``supports``
 answers -- never from a hidden list of op names.
 
 >>> barriers(gm, backends=["reference"])             # doctest: +SKIP
@@ -13,12 +14,13 @@ Barrier(code='custom_op', reason='mylib::scale is a registered custom op ...')
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Sequence
 
-__all__ = ["Barrier", "barriers", "barrier_of", "custom_op_of", "is_inplace_call", "mutates",
-           "CODES"]
+from ..ir.effects import (declared_mutations, declares_impure, inplace_reason, is_inplace,
+                          op_label, prim_effect)
+
+__all__ = ["Barrier", "barriers", "barrier_of", "custom_op_of", "mutates", "CODES"]
 
 CODES = ("custom_op", "triton_op", "tile_lang_op", "mutation", "side_effect",
          "data_dependent", "random", "no_prim", "unsupported")
@@ -27,18 +29,9 @@ CODES = ("custom_op", "triton_op", "tile_lang_op", "mutation", "side_effect",
 # spans them and no reordering moves a node across them (mutation order, RNG order).
 FENCE_CODES = frozenset({"mutation", "side_effect", "random"})
 
-# In-place ``operator`` functions (``x += y`` on a tensor mutates x; ``x[i] = v`` too).
-_INPLACE_OPERATORS = frozenset(
-    getattr(operator, name) for name in dir(operator)
-    if name.startswith("i") and name[1:] in dir(operator) and name not in ("index", "is_", "is_not")
-) | {operator.setitem, operator.delitem}
-
-
-def _is_inplace_operator(target: Any) -> bool:
-    try:
-        return target in _INPLACE_OPERATORS
-    except TypeError:  # unhashable targets (a Kernel dataclass) are never operator functions
-        return False
+#: True if a node writes into one of its inputs: ``tensorplay_graph.ir.effects.is_inplace``
+#: under the name ``shape_prop`` imports.
+mutates = is_inplace
 
 
 @dataclass(frozen=True)
@@ -70,43 +63,9 @@ def custom_op_of(target: Any) -> Optional[Any]:
     return None
 
 
-def _op_label(node) -> str:
-    if node.op == "call_method":
-        return f"Tensor.{node.target}"
-    target = node.target
-    return getattr(target, "name", None) if custom_op_of(target) else (
-        getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target))
-
-
-def is_inplace_call(node) -> Optional[str]:
-    """A sentence if the call writes into one of its inputs (``add_``, ``+=``, ``out=``)."""
-    if node.op == "call_method" and isinstance(node.target, str):
-        name = node.target
-        if name.endswith("_") and not name.endswith("__"):
-            return f"Tensor.{name} writes into its input in place"
-    if node.op == "call_function":
-        if _is_inplace_operator(node.target):
-            return f"operator.{node.target.__name__} updates its first operand in place"
-        fname = getattr(node.target, "__name__", "")
-        in_operator = getattr(node.target, "__module__", None) in ("operator", "_operator")
-        if fname.endswith("_") and not fname.endswith("__") and not in_operator:
-            return f"{fname} writes into its input in place"
-    if node.kwargs.get("out") is not None:
-        return f"{_op_label(node)}(out=...) writes into its `out` argument"
-    if node.kwargs.get("inplace") is True:
-        return f"{_op_label(node)}(inplace=True) writes into its input"
-    return None
-
-
-def mutates(node) -> bool:
-    """True if ``node`` writes into one of its inputs (in-place call or ``mutates_args``)."""
-    op = custom_op_of(node.target) if node.op == "call_function" else None
-    return bool(op is not None and op.mutates_args) or is_inplace_call(node) is not None
-
-
 def _custom_op_barrier(op) -> Barrier:
     name = getattr(op, "name", repr(op))
-    mutated = sorted(op.mutates_args)
+    mutated = declared_mutations(op)
     mutation = (f"; it mutates {', '.join(mutated)} (declared mutates_args), so it also keeps "
                 f"its order with every reader and writer") if mutated else ""
     if op.is_triton_op:
@@ -134,23 +93,26 @@ def barrier_of(node, backends: Sequence = ()) -> Optional[Barrier]:
     op = custom_op_of(node.target) if node.op == "call_function" else None
     if op is not None:
         return _custom_op_barrier(op)
-    inplace = is_inplace_call(node)
+    inplace = inplace_reason(node)
     if inplace is not None:
         return Barrier("mutation", f"{inplace}; it keeps its order with every reader and writer",
                        fence=True)
+    if node.op == "call_function" and declares_impure(node.target):
+        return Barrier("side_effect", f"{op_label(node)} declares _is_impure; it runs eagerly, "
+                       f"in program order", fence=True)
     prim = node.meta.get("prim")
     if prim is None:
-        return Barrier("no_prim", f"{_op_label(node)} has no prim, so no backend can generate "
+        return Barrier("no_prim", f"{op_label(node)} has no prim, so no backend can generate "
                        f"code for it; it runs eagerly. To fuse it, add a prim record in "
                        f"tensorplay_graph/prims")
-    flagged = prim.flags_apply(node.meta.get("prim_args", {}))  # dropout(training=False): no
-    if flagged and prim.side_effect:
+    effect = prim_effect(node)  # honours flags_if: dropout(training=False) draws nothing
+    if effect == "side_effect":
         return Barrier("side_effect", f"prim {prim.name} has a side effect; it runs eagerly, "
                        f"in program order", fence=True)
-    if flagged and prim.random:
+    if effect == "random":
         return Barrier("random", f"prim {prim.name} draws random numbers; it runs eagerly so "
                        f"the random stream matches eager execution", fence=True)
-    if flagged and prim.data_dependent:
+    if prim.data_dependent and prim.flags_apply(node.meta.get("prim_args", {})):
         return Barrier("data_dependent", f"prim {prim.name} has a result whose shape or value "
                        f"depends on tensor data; it runs eagerly")
     return _unsupported(node, prim, backends)

@@ -2,7 +2,9 @@
 
 DCE never removes a node that has an effect beyond its result: declared
 mutations (``mutates_args``), in-place calls (``add_``, ``+=``, ``out=``), side
-effects and random draws (removing one would shift the random stream).
+effects and random draws (removing one would shift the random stream). Both
+passes ask :func:`tensorplay_graph.ir.effects.is_impure`, the predicate
+``Graph.eliminate_dead_code`` uses too.
 
 CSE merges pure nodes with the same target and the same arguments. Pure means:
 a prim without side effect / randomness, a lowered kernel call, or a
@@ -18,33 +20,18 @@ import logging
 import operator
 from typing import Any, Dict, Optional
 
-from .barriers import mutates
+from ..ir.effects import is_impure
 
-__all__ = ["cleanup", "dce", "cse", "is_impure", "is_pure"]
+__all__ = ["cleanup", "dce", "cse", "is_pure"]
 
 log = logging.getLogger(__name__)
-
-
-def is_impure(node) -> bool:
-    """True when DCE must keep ``node`` even if nothing reads it."""
-    if node.op in ("placeholder", "output"):
-        return True
-    if node.op not in ("call_function", "call_method"):
-        return False
-    barrier = node.meta.get("barrier")
-    if barrier is not None and getattr(barrier, "fence", False):
-        return True
-    if mutates(node):
-        return True
-    prim = node.meta.get("prim")
-    return bool(prim is not None and (prim.side_effect or prim.random))
 
 
 def dce(gm) -> int:
     """Erase nodes nobody reads that have no effect; returns how many were erased."""
     graph = gm.graph
     before = len(graph.nodes)
-    graph.eliminate_dead_code(is_impure=is_impure)
+    graph.eliminate_dead_code()
     removed = before - len(graph.nodes)
     if removed:
         log.debug("dce: erased %d nodes", removed)
@@ -90,10 +77,7 @@ def _node_key(node) -> Optional[tuple]:
 
 
 def _writes(node) -> bool:
-    if node.op not in ("call_function", "call_method"):
-        return False
-    barrier = node.meta.get("barrier")
-    return bool(barrier is not None and getattr(barrier, "fence", False)) or is_impure(node)
+    return node.op in ("call_function", "call_method") and is_impure(node)
 
 
 def cse(gm) -> int:

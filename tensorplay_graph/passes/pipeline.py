@@ -2,7 +2,9 @@
 
 =============  ===========================================================
 normalize      framework calls -> ``meta["prim"]`` / ``meta["prim_args"]``
-shape_prop     ``meta["tensor_meta"]`` on every tensor value
+shape_prop     ``meta["tensor_meta"]`` on every tensor value (keeps capture's
+               metas; runs only nodes no meta rule covers -- the one pass that
+               reads the example inputs' values)
 barriers       ``meta["barrier"]`` on nodes that may not join a region
 partition      ``meta["region"]`` / ``meta["backend"]`` / ``meta["declined"]``
 lower          each region -> one call to its compiled ``Kernel``
