@@ -5,7 +5,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tensorplay_graph as tpg
-from tensorplay_graph.passes.barriers import barrier_of, mutates
+from tensorplay_graph.ir.effects import is_inplace
+from tensorplay_graph.passes.barriers import barrier_of
 from tensorplay_graph.passes.normalize import normalize
 
 BACKENDS = ["reference", "interpreter"]
@@ -61,6 +62,6 @@ def test_module_buffer_mutation_happens_once_per_call(backend):
 def test_setitem_is_a_mutation_fence():
     gm = normalize(tpg.capture(set_slice, torch.zeros(4)))
     node = next(n for n in gm.graph.nodes if n.target is __import__("operator").setitem)
-    assert mutates(node)
+    assert is_inplace(node)
     barrier = barrier_of(node, ())
     assert barrier.code == "mutation" and barrier.fence

@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Sequence
 
-from ..ir.effects import (declared_mutations, declares_impure, inplace_reason, is_inplace,
+from ..ir.effects import (declared_mutations, declares_impure, inplace_reason,
                           op_label, prim_effect)
 
-__all__ = ["Barrier", "barriers", "barrier_of", "custom_op_of", "mutates", "CODES"]
+__all__ = ["Barrier", "barriers", "barrier_of", "custom_op_of", "CODES"]
 
 CODES = ("custom_op", "triton_op", "tile_lang_op", "mutation", "side_effect",
          "data_dependent", "random", "no_prim", "unsupported")
@@ -28,10 +28,6 @@ CODES = ("custom_op", "triton_op", "tile_lang_op", "mutation", "side_effect",
 # Codes whose nodes must keep their place relative to all other nodes: no region
 # spans them and no reordering moves a node across them (mutation order, RNG order).
 FENCE_CODES = frozenset({"mutation", "side_effect", "random"})
-
-#: True if a node writes into one of its inputs: ``tensorplay_graph.ir.effects.is_inplace``
-#: under the name ``shape_prop`` imports.
-mutates = is_inplace
 
 
 @dataclass(frozen=True)

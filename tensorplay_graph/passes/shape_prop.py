@@ -33,7 +33,6 @@ from __future__ import annotations
 import builtins
 import operator
 import sys
-from contextlib import ExitStack
 from typing import Any, Dict
 
 from ..errors import ShapeError
@@ -80,9 +79,10 @@ def shape_prop(gm: Any, *example_inputs: Any) -> Any:
     """Fill ``meta["tensor_meta"]``: from meta rules, running (part of) the graph on
     ``example_inputs`` only where no meta is known and no rule applies (module docstring)."""
     if example_inputs:
-        _KnownMetaPropagator(gm, example_inputs).run()
+        from .shape_prop_data import KnownMetaPropagator
+        KnownMetaPropagator(gm, example_inputs).run()
     else:
-        _SymbolicPropagator(gm).run()
+        SymbolicPropagator(gm).run()
     return gm
 
 
@@ -111,7 +111,7 @@ def _zeros(meta: TensorMeta, framework: str) -> Any:
     return tensorplay.zeros(meta.shape, dtype=getattr(tensorplay, meta.dtype))
 
 
-class _SymbolicPropagator:
+class SymbolicPropagator:
     """Walks the graph once; env maps a node to a TensorMeta, tuple, or Python value."""
 
     def __init__(self, gm: Any) -> None:
@@ -238,183 +238,3 @@ class _SymbolicPropagator:
         device = devices[0] if devices else "cpu"
         return map_aggregate(out, lambda v: tensor_meta(v).with_(device=device)
                              if framework_of(v) is not None else v)
-
-
-# ----------------------------------------------------------------------------- with example inputs
-
-class _Hole:  # not a tuple: getitem and map_aggregate must not look inside
-    """A value not known without running ``roots`` (nodes that lack meta and have no rule)."""
-
-    def __init__(self, roots: frozenset) -> None:
-        self.roots = roots
-
-
-class _Deferred(Exception):
-    """Raised by ``load`` when an argument is a ``_Hole``; ``args[0]`` is its roots."""
-
-
-def _valid_meta(meta: Any) -> bool:
-    if isinstance(meta, TensorMeta):
-        return True
-    return isinstance(meta, tuple) and any(isinstance(m, TensorMeta) for m in meta) and \
-        all(m is None or isinstance(m, TensorMeta) for m in meta)
-
-
-def _layout(meta: Any) -> Any:
-    if isinstance(meta, TensorMeta):
-        return (meta.shape, meta.dtype, meta.device, meta.stride)
-    return tuple(_layout(m) for m in meta) if isinstance(meta, tuple) else meta
-
-
-def _plain(value: Any) -> bool:
-    if isinstance(value, (tuple, list)):
-        return all(_plain(v) for v in value)
-    return isinstance(value, (bool, int, float, str))
-
-
-def _private_copy(value: Any) -> Any:
-    framework = framework_of(value)
-    if framework is None:
-        return value
-    import importlib
-    return importlib.import_module(f"tensorplay_graph.frameworks.{framework}").clone(value)
-
-
-def _symbolic_value(value: Any) -> Any:
-    """A real value as the propagator's env holds it: tensors -> TensorMeta, rest unchanged."""
-    return map_aggregate(value, lambda v: tensor_meta(v) if framework_of(v) is not None else v)
-
-
-class _KnownMetaPropagator(_SymbolicPropagator):
-    """Keeps valid metas, infers missing ones, runs for real only the nodes no rule covers."""
-
-    def __init__(self, gm: Any, example_inputs: tuple) -> None:
-        super().__init__(gm)
-        self.example_inputs = example_inputs
-        self.real: Dict[Node, Any] = {}  # nodes run for real -> their values
-        self.trusted = True
-        self._interpreter: Any = None
-        self._effects = ExitStack()
-
-    def run(self) -> None:
-        self._seed_placeholders()
-        with self._effects:
-            while True:
-                demanded = self._propagate()
-                if not demanded:
-                    return
-                self._run_real(demanded)
-
-    def _seed_placeholders(self) -> None:
-        placeholders = list(self.graph.find_nodes(op="placeholder"))
-        for node, value in zip(placeholders, self.example_inputs):
-            meta = meta_of_value(value)
-            old = node.meta.get("tensor_meta")
-            if old is not None and _layout(old) != _layout(meta):
-                self.trusted = False  # captured for other inputs: downstream metas are stale
-            if meta is not None:
-                node.meta["tensor_meta"] = meta
-            self.env[node] = value if meta is None else meta
-
-    def placeholder(self, node: Node) -> Any:  # one past the example inputs: its default
-        return node.args[0] if node.args else super().placeholder(node)
-
-    def load(self, args: Any, holes_as_none: bool = False) -> Any:
-        roots: set = set()
-
-        def get(n: Node) -> Any:
-            value = self.env[n]
-            if isinstance(value, _Hole):
-                roots.update(value.roots)
-                return None
-            return value
-
-        loaded = map_arg(args, get)
-        if roots and not holes_as_none:
-            raise _Deferred(frozenset(roots))
-        return loaded
-
-    def output(self, node: Node) -> Any:
-        # A non-tensor output of an opaque tuple op needs no run: its meta entry is None.
-        return self.load(node.args[0] if node.args else None, holes_as_none=True)
-
-    def _propagate(self) -> set:
-        """One pass over the graph; returns the nodes that must run for real."""
-        demanded: set = set()
-        for node in self.graph.nodes:
-            if node.op == "placeholder" and node in self.env:
-                continue
-            if node in self.real:
-                self.env[node] = _symbolic_value(self.real[node])
-                continue
-            meta = node.meta.get("tensor_meta")
-            if node.op in ("call_function", "call_method") and self.trusted and _valid_meta(meta):
-                # Non-tensor elements of a tuple are unknown until their producer runs.
-                self.env[node] = meta if isinstance(meta, TensorMeta) else tuple(
-                    m if m is not None else _Hole(frozenset({node})) for m in meta)
-                continue
-            if node.op in ("call_function", "call_method") and self.trusted and \
-                    _plain(node.meta.get("val")):  # an importer's recorded int / bool
-                self.env[node] = node.meta["val"]
-                continue
-            try:
-                value = getattr(self, node.op)(node)
-            except _Deferred as deferred:  # an input is unknown; its producer is demanded
-                demanded |= deferred.args[0]
-                self.env[node] = _Hole(deferred.args[0])
-                continue
-            except Exception:  # no rule, or the rule cannot see data: run it for real
-                demanded.add(node)
-                self.env[node] = _Hole(frozenset({node}))
-                continue
-            self.env[node] = value
-            if _is_symbolic(value):
-                node.meta["tensor_meta"] = _symbolic_meta(value)
-        return demanded
-
-    def _run_real(self, demanded: set) -> None:
-        from ..capture.randomness import preserved_rng_state
-        from ..interpreter import Interpreter, NodeExecutionError, describe_failure
-
-        order = {n: i for i, n in enumerate(self.graph.nodes)}
-        if self._interpreter is None:
-            from .barriers import mutates
-            self._copy_leaves = any(mutates(n) for n in self.graph.nodes)
-            # Random nodes draw here; the program's own first run must see the caller's stream.
-            self._effects.enter_context(preserved_rng_state())
-            self._interpreter = Interpreter(self.gm, garbage_collect_values=False)
-            placeholders = list(self.graph.find_nodes(op="placeholder"))
-            for node, value in zip(placeholders, self.example_inputs):
-                self._interpreter.env[node] = _private_copy(value) if self._copy_leaves else value
-        # Values (hence data-dependent shapes) must equal a full run's: writes and random
-        # draws that precede the demanded nodes run too, in graph order.
-        last = max(order[n] for n in demanded)
-        needed = set(demanded) | {n for n in self.graph.nodes if order[n] < last and _has_effect(n)}
-        stack = list(needed)
-        while stack:
-            fresh = [s for s in stack.pop().all_input_nodes if s not in needed]
-            needed.update(fresh)
-            stack += fresh
-        interpreter = self._interpreter
-        for node in sorted(needed, key=order.__getitem__):
-            if node in interpreter.env:
-                continue
-            try:
-                value = interpreter.run_node(node)
-            except Exception as exc:
-                if isinstance(exc, NodeExecutionError):
-                    raise
-                raise NodeExecutionError(describe_failure(node, exc), node, exc) from exc
-            if self._copy_leaves and node.op == "get_attr":
-                value = _private_copy(value)
-            interpreter.env[node] = value
-            self.real[node] = value
-            _record(node, value)
-
-
-def _has_effect(node: Node) -> bool:
-    """Writes into a value or draws random numbers (either changes what later nodes read)."""
-    from .barriers import mutates
-
-    prim = node.meta.get("prim")
-    return mutates(node) or bool(prim is not None and getattr(prim, "random", False))
