@@ -37,11 +37,11 @@ _EXPORTS = {
     "capture_call": "tensorplay_graph.capture",
     # execution and drawing
     "Interpreter": "tensorplay_graph.interpreter",
-    "render": "tensorplay_graph.render",
+    "render": "tensorplay_graph.drawing",
     # compiler
-    "explain": "tensorplay_graph.explain",
-    "Explanation": "tensorplay_graph.explain",
-    "compile": "tensorplay_graph.compile",
+    "explain": "tensorplay_graph.explanation",
+    "Explanation": "tensorplay_graph.explanation",
+    "compile": "tensorplay_graph.compiler",
 }
 
 _SUBMODULES = ("library", "ops", "prims", "passes", "backends", "ir", "frameworks")
@@ -65,10 +65,8 @@ def __dir__() -> list:
 
 __all__ = sorted(_EXPORTS)
 
-# These functions share their name with the submodule that defines them. Importing a
-# submodule binds it as a package attribute, which would shadow the function, so they
-# are bound eagerly here, once the submodules are loaded (none imports a framework).
+# ``capture`` is both a function and the subpackage that defines it. Importing the
+# subpackage binds it as a package attribute, which would shadow the function, so the
+# function is bound eagerly here, after the subpackage is loaded (it imports no
+# framework). Reach the subpackage's modules with ``from tensorplay_graph.capture import ...``.
 from .capture import capture  # noqa: E402,F401
-from .compile import compile  # noqa: E402,F401
-from .explain import explain  # noqa: E402,F401
-from .render import render  # noqa: E402,F401

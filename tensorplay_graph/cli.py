@@ -156,7 +156,7 @@ def _configure_show(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_show(args: argparse.Namespace) -> int:
-    from .render import render
+    from .drawing import render
     gm = capture_from_args(args)
     render(gm, path=args.output)
     sys.stdout.write(f"wrote {args.output}\n")
@@ -174,7 +174,7 @@ def _configure_explain(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_explain(args: argparse.Namespace) -> int:
-    from .explain import explain
+    from .explanation import explain
     program, inputs = program_from_args(args)
     report = explain(program, *inputs, backend=args.backend, debug_dir=args.output)
     sys.stdout.write(f"{report}\n")

@@ -129,3 +129,11 @@ def test_mixed_framework_inputs_are_refused_with_the_fix():
     tp = pytest.importorskip("tensorplay")
     with pytest.raises(GraphCaptureError, match=r"'b' is a tensorplay tensor.*from_dlpack"):
         tpg.capture(lambda a, b: a + b, torch.randn(2), tp.randn(2))
+
+
+def test_capture_is_the_function_after_its_subpackage_is_imported():
+    import importlib
+    importlib.import_module("tensorplay_graph.capture.importers")
+    from tensorplay_graph.capture import importers, tracer
+    assert callable(tpg.capture) and tpg.capture is tracer.capture
+    assert callable(importers.import_fx_graph)

@@ -179,7 +179,7 @@ def test_bad_options_are_rejected():
 
 def test_auto_policy_on_cpu_uses_only_profitable_backends():
     from tensorplay_graph.backends.registry import get_backend
-    from tensorplay_graph.compile import choose_backends
+    from tensorplay_graph.compiler import choose_backends
     chosen = choose_backends("cpu")
     # Triton only interprets on the CPU; TileLang's C kernels claim only measured-faster regions.
     expected = [name for name in ("triton", "tilelang", "reference")
@@ -190,7 +190,7 @@ def test_auto_policy_on_cpu_uses_only_profitable_backends():
 
 def test_compile_is_callable_after_submodule_import():
     import importlib
-    importlib.import_module("tensorplay_graph.compile")   # what entry-point loading does
+    importlib.import_module("tensorplay_graph.compiler")   # what entry-point loading does
     f = tpg.compile(lambda x: x * 3)
     x = tp.randn(3)
     assert_close(f(x), x * 3)

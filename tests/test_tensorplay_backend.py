@@ -50,7 +50,7 @@ def close(a, b, tol=1e-5):
 
 def test_entry_point_is_declared_by_the_installed_package():
     names = {ep.name: ep.value for ep in entry_points(group="tensorplay_compiler_backends")}
-    assert names.get("tensorplay_graph") == "tensorplay_graph.compile:tensorplay_backend"
+    assert names.get("tensorplay_graph") == "tensorplay_graph.compiler:tensorplay_backend"
     assert "tensorplay_graph" in tp.compiler.list_backends()
 
 
@@ -89,7 +89,7 @@ def test_imported_graph_keeps_custom_ops_as_single_nodes():
 
 
 def test_custom_op_nodes_are_barriers_after_the_pipeline():
-    from tensorplay_graph.compile import copy_graph_module, lower_graph
+    from tensorplay_graph.compiler import copy_graph_module, lower_graph
     seen = {}
 
     def spy(gm, example_inputs, **kwargs):

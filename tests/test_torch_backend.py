@@ -46,7 +46,7 @@ def fresh_dynamo():
 
 def test_entry_point_is_declared_by_the_installed_package():
     names = {ep.name: ep.value for ep in entry_points(group="torch_dynamo_backends")}
-    assert names.get("tensorplay_graph") == "tensorplay_graph.compile:torch_backend"
+    assert names.get("tensorplay_graph") == "tensorplay_graph.compiler:torch_backend"
     assert "tensorplay_graph" in torch._dynamo.list_backends()
 
 
@@ -77,7 +77,7 @@ def test_torch_module_equals_eager():
 def test_custom_ops_reach_our_backend_as_single_nodes(monkeypatch):
     import importlib
     # the package attribute ``compile`` is the function; the module is in sys.modules
-    compile_module = importlib.import_module("tensorplay_graph.compile")
+    compile_module = importlib.import_module("tensorplay_graph.compiler")
     imported = []
     build_runner = compile_module.build_runner
 

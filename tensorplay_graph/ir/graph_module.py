@@ -229,7 +229,7 @@ class GraphModule:
 
     def _repr_svg_(self) -> Optional[str]:
         """SVG drawing for notebooks; ``None`` when graphviz or ``dot`` is unavailable."""
-        from ..render import render
+        from ..drawing import render
         try:
             return render(self).pipe(format="svg").decode("utf-8")
         except (ImportError, RuntimeError, OSError) as exc:

@@ -7,7 +7,7 @@
 A pass is a callable ``fn(gm) -> GraphModule | None`` (``None``: edited in
 place). With ``debug_dir`` (or the ``TPG_DEBUG_DIR`` environment variable) every
 stage is written as ``NN_<pass>.txt`` (the node table plus the pass meta),
-``NN_<pass>.dot`` (``tensorplay_graph.render``) and ``NN_<pass>.svg`` when the
+``NN_<pass>.dot`` (``tensorplay_graph.drawing``) and ``NN_<pass>.svg`` when the
 graphviz ``dot`` program exists; ``00_input`` is the graph before any pass.
 """
 
@@ -122,7 +122,7 @@ class PassManager:
         stem = self.debug_dir / f"{index:02d}_{_SAFE_NAME.sub('_', name)}"
         stem.with_suffix(".txt").write_text(describe_stage(gm, name))
         try:
-            from ..render import render
+            from ..drawing import render
 
             drawing = render(gm)
             source = getattr(drawing, "source", None) or str(drawing)

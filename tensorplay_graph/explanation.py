@@ -61,7 +61,7 @@ class Explanation:
 
     def render(self, path: Optional[str] = None, format: str = "svg") -> Any:
         """A graphviz drawing: regions as clusters coloured by backend, barriers with reasons."""
-        from .render import render
+        from .drawing import render
 
         return render(self.graph_module, path=path, format=format, name="explain")
 
@@ -146,7 +146,7 @@ def explain(fn: Any, *example_inputs: Any,
     backend: triton, tilelang, reference). ``fn`` may be a GraphModule.
     """
     from .backends.registry import try_resolve_backends
-    from .compile import graph_module_of
+    from .compiler import graph_module_of
     from .passes.barriers import barriers
     from .passes.manager import PassManager
     from .passes.normalize import normalize
