@@ -10,6 +10,7 @@ calls on the lifted tensor.
 from __future__ import annotations
 
 import operator
+import warnings
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, Dict, FrozenSet, Iterator, Tuple
@@ -92,6 +93,13 @@ class _RandomCallMode(TorchFunctionMode):
         kwargs = kwargs or {}
         if func in random_functions() and should_record(self.tracer, args, kwargs):
             return record_random(self.tracer, func, args, kwargs)
+        if getattr(func, "__name__", None) == "__getitem__":
+            # ``real_tensor[proxy]``: torch first probes the proxy as a sequence index and
+            # warns about that deprecated form before dispatching to the proxy's hook,
+            # which records the getitem; the warning says nothing about the user's code.
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Using a non-tuple sequence")
+                return func(*args, **kwargs)
         return func(*args, **kwargs)
 
 
