@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..errors import GraphCaptureError
 from ..frameworks import framework_of, is_tensor, tensor_meta
+from ..ir.effects import is_inplace
 from ..ir.names import is_identifier, sanitize
 from .context import ACTIVE_TRACER, raise_location, user_location
 from .proxy import MISSING, Proxy
@@ -32,6 +33,14 @@ NO_EXAMPLE = object()
 
 def _adapter(framework: str) -> Any:
     return importlib.import_module(f"tensorplay_graph.frameworks.{framework}")
+
+
+class _RetraceWithPrivateExamples(BaseException):
+    """Raised by the first in-place node of a trace on shared examples; ``trace`` starts over.
+
+    A ``BaseException``: it must pass ``except Exception`` blocks in user code and in
+    framework dispatch between the node's creation and ``trace``.
+    """
 
 
 def _is_module(value: Any) -> bool:
@@ -62,6 +71,8 @@ class Tracer:
         self._const_count = 0
         #: > 0 while an example value is computed: random calls then are real draws, not nodes.
         self.computing_example = 0
+        #: Examples are private copies of the inputs, parameters and buffers (see ``trace``).
+        self.private_examples = False
 
     # -- recording -------------------------------------------------------
 
@@ -74,6 +85,8 @@ class Tracer:
         """
         node = self.graph.create_node(kind, target, self._to_node_args(args),
                                       self._to_node_args(kwargs))
+        if not self.private_examples and is_inplace(node):
+            raise _RetraceWithPrivateExamples()
         node.meta["stack"] = user_location()
         example = self._example(node, kind, target, args, kwargs, example_fn)
         _set_tensor_meta(node, example)
@@ -108,9 +121,7 @@ class Tracer:
         node.meta["stack"] = user_location()
         _set_tensor_meta(node, value)
         self.attrs[qualname] = value
-        # The example is a private copy, as for placeholders: an in-place op computed
-        # during the trace (``self.buf.add_(1)``) must not write into the module's state.
-        proxy = Proxy(node, self, _adapter(framework_of(value)).clone(value))
+        proxy = Proxy(node, self, self._example_of(value))
         self._lifted[id(value)] = proxy
         self._note_framework(value)
         return proxy
@@ -155,6 +166,10 @@ class Tracer:
         finally:
             self.computing_example -= 1
 
+    def _example_of(self, value: Any) -> Any:
+        """The example a leaf (input, parameter, buffer, constant) carries during the trace."""
+        return _adapter(framework_of(value)).clone(value) if self.private_examples else value
+
     def _note_framework(self, value: Any) -> None:
         if self._framework is None:
             self._framework = framework_of(value)
@@ -167,6 +182,18 @@ class Tracer:
         Every parameter not in ``concrete_args`` becomes a placeholder; those
         with an entry in ``sample_inputs`` carry its example value.
         """
+        try:
+            return self._trace(root, sample_inputs)
+        except _RetraceWithPrivateExamples:
+            # The program writes in place. Example values are computed for real while
+            # tracing, so trace again on private copies of the leaves: the writes must not
+            # reach the caller's tensors or the module's state. Pure programs (most) share
+            # the leaves and cost no copy.
+            Tracer.__init__(self, self.concrete_args)
+            self.private_examples = True
+            return self._trace(root, sample_inputs)
+
+    def _trace(self, root: Any, sample_inputs: Optional[Dict[str, Any]]) -> Any:
         from ..ir.graph_module import GraphModule
 
         self.root = root
@@ -219,7 +246,7 @@ class Tracer:
                 continue
             if example is not MISSING:
                 self._note_framework(example)
-                example = _adapter(framework_of(example)).clone(example)
+                example = self._example_of(example)
                 _set_tensor_meta(node, example)
             values[param.name] = (param, Proxy(node, self, example))
         return values
