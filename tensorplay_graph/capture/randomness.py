@@ -16,11 +16,11 @@ seeded before its first compiled call would draw different numbers than eager:
 
 from __future__ import annotations
 
-import importlib
 import sys
 from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Dict, Iterator, Tuple
 
+from ..frameworks import adapter
 from .context import ACTIVE_TRACER, iter_proxies
 
 _FRAMEWORKS = ("torch", "tensorplay")
@@ -57,6 +57,5 @@ def preserved_rng_state() -> Iterator[None]:
     with ExitStack() as stack:
         for name in _FRAMEWORKS:
             if sys.modules.get(name) is not None:
-                adapter = importlib.import_module(f"tensorplay_graph.frameworks.{name}")
-                stack.enter_context(adapter.fork_rng())
+                stack.enter_context(adapter(name).fork_rng())
         yield

@@ -12,7 +12,6 @@ Submodules are traced through, so ``nn.Linear`` becomes one ``linear`` node.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import operator
 import sys
@@ -20,7 +19,7 @@ from contextlib import ExitStack
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..errors import GraphCaptureError
-from ..frameworks import framework_of, is_tensor, tensor_meta
+from ..frameworks import adapter, framework_of, is_tensor, private_copy, tensor_meta
 from ..ir.effects import is_inplace
 from ..ir.names import is_identifier, sanitize
 from .context import ACTIVE_TRACER, raise_location, user_location
@@ -29,10 +28,6 @@ from .randomness import preserved_rng_state
 
 #: ``example_fn`` value meaning "this node has no example value" (opaque op without a fake).
 NO_EXAMPLE = object()
-
-
-def _adapter(framework: str) -> Any:
-    return importlib.import_module(f"tensorplay_graph.frameworks.{framework}")
 
 
 class _RetraceWithPrivateExamples(BaseException):
@@ -110,7 +105,7 @@ class Tracer:
         """The class a proxy stands for, for attribute checks (None if unknown)."""
         if proxy.example is not MISSING:
             return type(proxy.example)
-        return _adapter(self._framework).tensor_type() if self._framework else None
+        return adapter(self._framework).tensor_type() if self._framework else None
 
     def _get_attr(self, qualname: str, value: Any) -> Proxy:
         # Submodule names need not be identifiers (nn.Sequential's "0"); the attribute
@@ -168,7 +163,7 @@ class Tracer:
 
     def _example_of(self, value: Any) -> Any:
         """The example a leaf (input, parameter, buffer, constant) carries during the trace."""
-        return _adapter(framework_of(value)).clone(value) if self.private_examples else value
+        return private_copy(value) if self.private_examples else value
 
     def _note_framework(self, value: Any) -> None:
         if self._framework is None:
@@ -208,10 +203,10 @@ class Tracer:
                 # Example values draw real random numbers; the caller's stream stays untouched.
                 stack.enter_context(preserved_rng_state())
                 if sys.modules.get("tensorplay") is not None:
-                    stack.enter_context(_adapter("tensorplay").install_hooks())
+                    stack.enter_context(adapter("tensorplay").install_hooks())
                 if sys.modules.get("torch") is not None:
                     # ``torch.rand(3)`` holds no proxy: only a function mode sees it.
-                    stack.enter_context(_adapter("torch").random_mode(self))
+                    stack.enter_context(adapter("torch").random_mode(self))
                 if _is_module(root):
                     self._patch_module_state(root, stack)
                 result = _invoke(function, values)

@@ -7,7 +7,9 @@ imported, no value can be one of its tensors.
 
 from __future__ import annotations
 
+import importlib
 import sys
+from types import ModuleType
 from typing import Any, Optional
 
 from ..ir.meta import TensorMeta
@@ -56,3 +58,14 @@ def tensor_meta(value: Any) -> TensorMeta:
         stride=tuple(value.stride()),
         requires_grad=bool(getattr(value, "requires_grad", False)),
     )
+
+
+def adapter(framework: str) -> ModuleType:
+    """The module holding a framework's capture specifics (``frameworks.tensorplay`` / ``.torch``)."""
+    return importlib.import_module(f"{__name__}.{framework}")
+
+
+def private_copy(value: Any) -> Any:
+    """A detached copy of a tensor (writes to it never reach ``value``); other values unchanged."""
+    framework = framework_of(value)
+    return value if framework is None else adapter(framework).clone(value)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from typing import Any, Dict
 
-from ..frameworks import framework_of, tensor_meta
+from ..frameworks import framework_of, private_copy, tensor_meta
 from ..ir.effects import is_inplace, prim_effect
 from ..ir.meta import TensorMeta
 from ..ir.node import Node, map_aggregate, map_arg
@@ -45,14 +45,6 @@ def _plain(value: Any) -> bool:
     if isinstance(value, (tuple, list)):
         return all(_plain(v) for v in value)
     return isinstance(value, (bool, int, float, str))
-
-
-def _private_copy(value: Any) -> Any:
-    framework = framework_of(value)
-    if framework is None:
-        return value
-    import importlib
-    return importlib.import_module(f"tensorplay_graph.frameworks.{framework}").clone(value)
 
 
 def _symbolic_value(value: Any) -> Any:
@@ -159,7 +151,7 @@ class KnownMetaPropagator(SymbolicPropagator):
             self._interpreter = Interpreter(self.gm, garbage_collect_values=False)
             placeholders = list(self.graph.find_nodes(op="placeholder"))
             for node, value in zip(placeholders, self.example_inputs):
-                self._interpreter.env[node] = _private_copy(value) if self._copy_leaves else value
+                self._interpreter.env[node] = private_copy(value) if self._copy_leaves else value
         # Values (hence data-dependent shapes) must equal a full run's: writes and random
         # draws that precede the demanded nodes run too, in graph order.
         last = max(order[n] for n in demanded)
@@ -180,7 +172,7 @@ class KnownMetaPropagator(SymbolicPropagator):
                     raise
                 raise NodeExecutionError(describe_failure(node, exc), node, exc) from exc
             if self._copy_leaves and node.op == "get_attr":
-                value = _private_copy(value)
+                value = private_copy(value)
             interpreter.env[node] = value
             self.real[node] = value
             _record(node, value)
