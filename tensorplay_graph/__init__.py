@@ -59,11 +59,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'tensorplay_graph' has no attribute {name!r}")
 
 
+__all__ = sorted([*_EXPORTS, *_SUBMODULES, "__version__"])
+
+
 def __dir__() -> list:
-    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBMODULES))
-
-
-__all__ = sorted(_EXPORTS)
+    return list(__all__)
 
 # ``capture`` is both a function and the subpackage that defines it. Importing the
 # subpackage binds it as a package attribute, which would shadow the function, so the

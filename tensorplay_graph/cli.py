@@ -197,6 +197,8 @@ COMMANDS: Dict[str, Command] = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tpgraph", description="Capture and inspect "
                                      "TensorPlay / PyTorch programs as tensorplay_graph graphs.")
+    from . import __version__
+    parser.add_argument("--version", action="version", version=f"tpgraph {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in COMMANDS.items():
         sub = subparsers.add_parser(name, help=command.help, description=command.help)

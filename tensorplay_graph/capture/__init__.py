@@ -13,3 +13,6 @@ from .tracer import NO_EXAMPLE, Tracer, capture
 __all__ = ["GraphCaptureError", "NO_EXAMPLE", "Proxy", "Tracer", "capture", "capture_call",
            "capturing", "iter_proxies"]
 
+
+def __dir__() -> list:
+    return list(__all__)

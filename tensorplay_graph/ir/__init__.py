@@ -21,3 +21,7 @@ __all__ = [
     "is_impure", "is_inplace", "map_aggregate", "map_arg", "mutated_args", "mutated_nodes",
     "sanitize", "target_name",
 ]
+
+
+def __dir__() -> list:
+    return list(__all__)

@@ -63,3 +63,7 @@ __all__ = [
     "TritonKernelWrapper",
     "TileLangKernelWrapper",
 ]
+
+
+def __dir__() -> list:
+    return list(__all__)

@@ -7,3 +7,7 @@ the registry calls :func:`make_backend`. TileLang is imported when a kernel is b
 from .backend import TileLangBackend, make_backend
 
 __all__ = ["TileLangBackend", "make_backend"]
+
+
+def __dir__() -> list:
+    return list(__all__)

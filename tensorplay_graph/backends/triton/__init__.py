@@ -12,3 +12,7 @@ from .launcher import CudaGraphRunner
 __all__ = ["TritonBackend", "CudaGraphRunner", "compile_triton_op", "BACKEND"]
 
 BACKEND = TritonBackend()
+
+
+def __dir__() -> list:
+    return list(__all__)

@@ -1,0 +1,7 @@
+"""``python -m tensorplay_graph ...`` is the ``tpgraph`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
