@@ -11,6 +11,7 @@ numpy, networkx and graphviz.
 from __future__ import annotations
 
 import importlib
+import os as _os
 from typing import Any
 
 __version__ = "0.1.0"
@@ -44,7 +45,7 @@ _EXPORTS = {
     "compile": "tensorplay_graph.compiler",
 }
 
-_SUBMODULES = ("library", "ops", "prims", "passes", "backends", "ir", "frameworks")
+_SUBMODULES = ("library", "ops", "prims", "passes", "backends", "ir", "frameworks", "logs")
 
 
 def __getattr__(name: str) -> Any:
@@ -70,3 +71,8 @@ def __dir__() -> list:
 # function is bound eagerly here, after the subpackage is loaded (it imports no
 # framework). Reach the subpackage's modules with ``from tensorplay_graph.capture import ...``.
 from .capture import capture  # noqa: E402,F401
+
+if _os.environ.get("TPG_LOGS"):
+    from .logs import configure_from_env
+
+    configure_from_env()
