@@ -185,12 +185,39 @@ def _run_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _configure_cache(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("info", "clear"),
+                        help="info: where kernels are cached and how much; clear: delete them")
+
+
+def cache_dirs() -> list:
+    """Every directory tensorplay_graph writes compiled kernels to (existing or not)."""
+    from .backends.source_files import cache_root
+    from .backends.tilelang.cache import cache_dir as tilelang_dir
+    return sorted({cache_root(), tilelang_dir()})
+
+
+def _run_cache(args: argparse.Namespace) -> int:
+    import shutil
+    for directory in cache_dirs():
+        files = [p for p in directory.rglob("*") if p.is_file()] if directory.is_dir() else []
+        size = sum(p.stat().st_size for p in files)
+        if args.action == "clear" and directory.is_dir():
+            shutil.rmtree(directory)
+            sys.stdout.write(f"removed {directory} ({len(files)} files, {size / 1e6:.1f} MB)\n")
+        elif args.action == "info":
+            sys.stdout.write(f"{directory}: {len(files)} files, {size / 1e6:.1f} MB\n")
+    return 0
+
+
 COMMANDS: Dict[str, Command] = {
     "print": Command("print the captured graph as a table and its generated code",
                      _add_program_arguments, _run_print),
     "show": Command("draw the captured graph with graphviz", _configure_show, _run_show),
     "explain": Command("plan the program: regions per backend, barriers and why; "
                        "draw every stage", _configure_explain, _run_explain),
+    "cache": Command("show or clear the kernel caches (honours TPG_CACHE_DIR, XDG_CACHE_HOME)",
+                     _configure_cache, _run_cache),
 }
 
 

@@ -40,3 +40,20 @@ def test_cli_version_flag(capsys):
 def test_package_ships_py_typed():
     from importlib import resources
     assert resources.files("tensorplay_graph").joinpath("py.typed").is_file()
+
+
+def test_cache_dir_honours_xdg_and_cache_clear(tmp_path, monkeypatch, capsys):
+    from tensorplay_graph.backends.source_files import cache_root
+    from tensorplay_graph.cli import main
+    monkeypatch.delenv("TPG_CACHE_DIR", raising=False)
+    monkeypatch.delenv("TILELANG_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_root() == tmp_path / "tensorplay_graph"
+    kernel = tmp_path / "tensorplay_graph" / "triton" / "k.py"
+    kernel.parent.mkdir(parents=True)
+    kernel.write_text("x = 1\n")
+    assert main(["cache", "info"]) == 0
+    assert "1 files" in capsys.readouterr().out
+    assert main(["cache", "clear"]) == 0
+    assert not kernel.exists()
+    assert "removed" in capsys.readouterr().out

@@ -20,9 +20,11 @@ from typing import Any
 
 
 def cache_root() -> Path:
-    """``$TPG_CACHE_DIR``, else ``~/.cache/tensorplay_graph``."""
-    return Path(os.environ.get("TPG_CACHE_DIR") or os.path.join(Path.home(), ".cache",
-                                                                "tensorplay_graph"))
+    """``$TPG_CACHE_DIR``, else ``$XDG_CACHE_HOME/tensorplay_graph`` (``~/.cache`` by default)."""
+    if os.environ.get("TPG_CACHE_DIR"):
+        return Path(os.environ["TPG_CACHE_DIR"])
+    user_cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(user_cache) / "tensorplay_graph"
 
 
 def digest(text: str, *parts: Any) -> str:
