@@ -1,0 +1,175 @@
+"""Real models on the GPU: correctness and speed of every entry point against eager and Inductor.
+
+    PYTHONPATH=$PWD python benchmarks/models_gpu.py --out $OUT [--models gpt2,llama] [--modes ...]
+
+Models (transformers 4.57 built from configs with random weights, bf16, eval, no_grad):
+GPT-2 (6 layers, 768 wide, batch 8x512), Llama (4 layers, 2048 hidden, 4x512), BERT (6 layers,
+16x256), and ResNet-50 (torchvision, bf16, batch 64, 224x224). Modes, all in the same process:
+``eager``, ``inductor`` (torch.compile default), ``ours_dynamo`` (torch.compile(backend=
+"tensorplay_graph")), ``ours`` (tensorplay_graph.compile). Each row: ok / error, the max error
+against eager relative to eager's largest magnitude, first-call seconds and steady ms (median of
+CUDA-event timings). Rows print as JSON lines and go to <out>/models_gpu.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+import traceback
+
+_TMP = tempfile.mkdtemp(prefix="tpg_models_")
+for _var, _sub in (("TRITON_CACHE_DIR", "triton"), ("TPG_CACHE_DIR", "tpg"),
+                   ("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TILELANG_CACHE_DIR", "tilelang")):
+    os.environ.setdefault(_var, os.path.join(_TMP, _sub))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+BF = torch.bfloat16
+#: relative max error (|ours - eager| / max|eager|) accepted for bf16 whole-model outputs
+TOLERANCE = 5e-2
+
+
+def gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    cfg = GPT2Config(n_layer=6, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024,
+                     attn_pdrop=0.0, embd_pdrop=0.0, resid_pdrop=0.0)
+    return GPT2LMHeadModel(cfg), (torch.randint(0, 50257, (8, 512)),)
+
+
+def llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=4,
+                      num_attention_heads=16, num_key_value_heads=16, vocab_size=32000)
+    return LlamaForCausalLM(cfg), (torch.randint(0, 32000, (4, 512)),)
+
+
+def bert():
+    from transformers import BertConfig, BertModel
+    cfg = BertConfig(num_hidden_layers=6, hidden_size=768, num_attention_heads=12,
+                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return BertModel(cfg), (torch.randint(0, 30522, (16, 256)),)
+
+
+def resnet50():
+    import torchvision
+    return torchvision.models.resnet50(), (torch.randn(64, 3, 224, 224),)
+
+
+MODELS = {"gpt2": gpt2, "llama": llama, "bert": bert, "resnet50": resnet50}
+
+
+def first_tensor(out):
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, dict):
+        return first_tensor(next(iter(out.values())))
+    return first_tensor(out[0])
+
+
+def entry_points(model):
+    import tensorplay_graph as tpg
+    return {
+        "eager": lambda: model,
+        "inductor": lambda: torch.compile(model),
+        "ours_dynamo": lambda: torch.compile(model, backend="tensorplay_graph"),
+        "ours": lambda: tpg.compile(model),
+    }
+
+
+def steady_ms(fn, args, reps=30):
+    for _ in range(3):
+        fn(*args)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(*args)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+def run_model(name, modes, results):
+    torch.manual_seed(0)
+    model, args = MODELS[name]()
+    model = model.to("cuda", BF).eval()
+    args = tuple(a.to("cuda", BF) if a.is_floating_point() else a.to("cuda") for a in args)
+    with torch.no_grad():
+        ref = first_tensor(model(*args)).float()
+        scale = ref.abs().max().item()
+        for mode, make in entry_points(model).items():
+            if mode not in modes:
+                continue
+            row = {"model": name, "mode": mode}
+            try:
+                torch._dynamo.reset()
+                fn = make()
+                torch.cuda.synchronize()
+                start = time.perf_counter()
+                out = first_tensor(fn(*args)).float()
+                torch.cuda.synchronize()
+                row["first_call_s"] = round(time.perf_counter() - start, 2)
+                row["max_rel_err"] = float((out - ref).abs().max().item() / scale)
+                row["ok"] = bool(out.shape == ref.shape and row["max_rel_err"] <= TOLERANCE)
+                row["ms"] = round(steady_ms(fn, args), 3)
+                if mode.startswith("ours"):
+                    _describe(fn, args, row)
+            except Exception as exc:  # a row, not the end of the run
+                row["ok"] = False
+                row["error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
+                row["where"] = traceback.format_exc().splitlines()[-6:-1]
+            results.append(row)
+            print(json.dumps(row), flush=True)
+    base = {r["mode"]: r for r in results if r["model"] == name and "ms" in r}
+    for r in results:
+        if r["model"] == name and "ms" in r:
+            if "eager" in base:
+                r["speedup_vs_eager"] = round(base["eager"]["ms"] / r["ms"], 3)
+            if "inductor" in base:
+                r["speedup_vs_inductor"] = round(base["inductor"]["ms"] / r["ms"], 3)
+    del model
+    torch.cuda.empty_cache()
+
+
+def _describe(fn, args, row):
+    explain = getattr(fn, "explain", None)
+    if explain is None:
+        return
+    try:
+        plan = explain(*args)
+        row["regions"] = len(plan.regions)
+        row["barriers"] = len(plan.barriers)
+    except Exception as exc:  # explain is informative only
+        row["explain_error"] = f"{type(exc).__name__}: {exc}"[:200]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default="out")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--modes", default="eager,inductor,ours_dynamo,ours")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    results = []
+    meta = {"date": time.strftime("%Y-%m-%d"), "device": torch.cuda.get_device_name(),
+            "torch": torch.__version__}
+    try:
+        import transformers
+        meta["transformers"] = transformers.__version__
+    except ImportError:
+        pass
+    print(json.dumps(meta), flush=True)
+    for name in args.models.split(","):
+        run_model(name, set(args.modes.split(",")), results)
+        with open(os.path.join(args.out, "models_gpu.json"), "w") as handle:
+            json.dump({"meta": meta, "rows": results}, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()
