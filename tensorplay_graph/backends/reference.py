@@ -124,6 +124,19 @@ class ReferenceBackend:
                 return f"runs on cpu only, got a tensor on {value_meta.device}"
             if value_meta.dtype not in SUPPORTED_DTYPES:
                 return f"dtype {value_meta.dtype} is not supported (NumPy has no such type)"
+        if prim.name in ("add", "sub") and node.meta["prim_args"].get("alpha", 1) != 1 and \
+                meta.dtype in ("float16", "bfloat16"):
+            return (f"{prim.name} with alpha on {meta.dtype}: eager rounds alpha * b to "
+                    f"{meta.dtype} before adding; not modelled")
+        if prim.name == "gelu" and meta.dtype == "float32" and \
+                node.meta["prim_args"].get("approximate", "none") == "none" and \
+                region_framework(Region(0, self.name, [node])) == "torch":
+            return ("torch's float32 gelu kernel gives NaN at +inf and inf near the float32 "
+                    "maximum (its vectorised erf); not modelled")
+        if prim.name in ("maximum", "minimum") and meta.dtype == "float16" and \
+                region_framework(Region(0, self.name, [node])) == "tensorplay":
+            return ("TensorPlay's float16 maximum / minimum drop some NaNs (measured); "
+                    "not modelled")
         return scalar_out_of_range(node) if prim.kind == "pointwise" else None
 
     def compile(self, region: Region) -> Kernel:
@@ -180,7 +193,8 @@ def _local_names(region: Region) -> Dict[Any, str]:
 
 #: torch keeps a Python scalar (or 0-d CPU tensor) second operand of these ops in opmath
 #: for 16-bit floats (``fp16_x * 70000`` is 35008, not fp16(70000) = inf times x).
-_TORCH_OPMATH_SCALAR_OPS = frozenset({"add", "sub", "mul", "div"})
+_TORCH_OPMATH_SCALAR_OPS = frozenset({"mul", "div"})  # add / sub cast it (measured)
+_TENSORPLAY_OPMATH_SCALAR_OPS = frozenset({"pow"})
 
 
 def region_framework(region: Region) -> str:
@@ -215,10 +229,9 @@ def _operands() -> tuple:
 def _convert(name: str, raw: Any, text: Any, common: str, prim, framework: str) -> Any:
     """Source text of operand ``name`` converted as eager converts it."""
     work = opmath(common)
-    # torch moves a Python scalar of a commutative op to the second slot (``2 * x``).
-    second = name == "b" or (prim.name in ("add", "mul") and is_scalar(raw) and name == "a")
-    opmath_second = (framework == "torch" and prim.name in _TORCH_OPMATH_SCALAR_OPS and
-                     second and common in ("float16", "bfloat16"))
+    second = name in ("a", "b")  # either side: ``70000 / x`` keeps 70000 in float32 too
+    ops = _TORCH_OPMATH_SCALAR_OPS if framework == "torch" else _TENSORPLAY_OPMATH_SCALAR_OPS
+    opmath_second = prim.name in ops and second and common in ("float16", "bfloat16")
     if is_scalar(raw):
         return f"_scalar({raw!r}, {None if opmath_second else common!r}, {work!r})"
     meta = _meta(raw)

@@ -93,6 +93,16 @@ def _add_tpl(sign: str, mul: str = "*"):
     return render
 
 
+def _add_ref(sign: str):
+    """``a + alpha * b`` as one fused multiply-add, like eager's float32 kernel (no overflow
+    of ``alpha * b`` alone): computed in float64, rounded once by the caller's cast."""
+    def render(a, b, alpha=1):
+        if alpha == 1:
+            return f"({a} {sign} {b})"
+        return f"_axpy({a}, {b}, {sign}{alpha!r})"
+    return render
+
+
 def _div_ref(a, b, rounding_mode=None, framework="torch"):
     """torch floors as Python's divmod does (``1 // 0.1 == 9``); TensorPlay floors the
     quotient (``floor(1 / 0.1) == 10``)."""
@@ -225,9 +235,9 @@ def cast(a, dtype): ...
 
 
 _record("add", add, lambda a, b, alpha=1: promoted(a, b), _spell("add", op="add"),
-        _add_tpl("+"), _add_tpl("+"), _add_tpl("+"), aliases={"other": "b"})
+        _add_ref("+"), _add_tpl("+"), _add_tpl("+"), aliases={"other": "b"})
 _record("sub", sub, lambda a, b, alpha=1: left_scalar_as_tensor(a, b), _spell("sub", op="sub", extra=("torch:subtract",)),
-        _add_tpl("-"), _add_tpl("-"), _add_tpl("-"), aliases={"other": "b"})
+        _add_ref("-"), _add_tpl("-"), _add_tpl("-"), aliases={"other": "b"})
 _binary("mul", "({a} * {b})", "({a} * {b})", "({a} * {b})", op="mul", extra=("torch:multiply",))
 _record("div", div, div_meta, _spell("div", op="truediv", extra=("tensorplay:true_divide", "torch:true_divide",
         "method:true_divide", "torch:divide")), _div_ref, _div_triton, _div_tilelang,
@@ -249,7 +259,13 @@ _unary("relu", "np.maximum({a}, 0)", "tl.maximum({a}, 0)", "T.max({a}, 0)", meta
 _unary("silu", "({a} / (1.0 + np.exp(-{a})))", "({a} * tl.sigmoid({a}))", "({a} * T.sigmoid({a}))", nn=True)
 _record("gelu", gelu, lambda a, approximate="none": floating(a), _spell("gelu", nn=True),
         _gelu("reference"), _gelu("triton"), _gelu("tilelang"))
-_binary("pow", "_pow({a}, {b})", _pow_triton, "T.pow({a}, {b})", meta=left_scalar_as_tensor, op="pow")
+def _pow_ref(a, b, framework="torch"):
+    """TensorPlay's ``int_x ** int_y`` goes through float64; ``int_x ** 3`` is exact (wraps)."""
+    tensor_exponent = not (is_scalar(b) or str(b).startswith("_scalar("))
+    return f"_pow({a}, {b}, {framework if tensor_exponent else 'torch'!r})"
+
+
+_binary("pow", _pow_ref, _pow_triton, "T.pow({a}, {b})", meta=left_scalar_as_tensor, op="pow")
 _binary("maximum", "np.maximum({a}, {b})", "tl.maximum({a}, {b}" + NAN_ALL + ")", "T.max({a}, {b})")
 _binary("minimum", "np.minimum({a}, {b})", "tl.minimum({a}, {b}" + NAN_ALL + ")", "T.min({a}, {b})")
 _record("where", where, where_meta, _spell("where"), "np.where({cond}, {a}, {b})",

@@ -72,15 +72,27 @@ def trunc_divide(a: Any, b: Any) -> Any:
     return np.trunc(a / b)
 
 
-def power(a: Any, b: Any) -> Any:
-    """``pow``; for integers eager's rule for negative exponents (1 -> 1, -1 -> +-1, else 0)
-    where NumPy raises."""
+def power(a: Any, b: Any, framework: str = "torch") -> Any:
+    """``pow``; for integers torch's rule for negative exponents (1 -> 1, -1 -> +-1, else 0)
+    where NumPy raises. TensorPlay computes integer powers in float64 and converts back
+    (an out-of-range result becomes the integer minimum, as the C conversion does)."""
     a, b = np.asarray(a), np.asarray(b)
+    if framework == "tensorplay" and a.dtype.kind in "iub" and b.dtype.kind in "iub":
+        dtype = np.result_type(a, b)
+        return np.power(a.astype(np.float64), b.astype(np.float64)).astype(dtype)
     if a.dtype.kind not in "iub" or b.dtype.kind not in "iub" or not np.any(b < 0):
         return np.power(a, b)
     safe = np.power(a, np.where(b < 0, 0, b))
     negative = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 == 0, 1, -1), 0))
     return np.where(b < 0, negative.astype(safe.dtype), safe)
+
+
+def axpy(a: Any, b: Any, alpha: Any) -> Any:
+    """``a + alpha * b`` without an intermediate rounding (eager fuses it) for floats."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind == "f" or b.dtype.kind == "f":
+        return a.astype(np.float64) + alpha * b.astype(np.float64)
+    return a + alpha * b
 
 
 def reduce(fn: Any, a: Any, axis: Any, keepdims: bool, dtype: Optional[str] = None, **kw: Any) -> Any:
@@ -99,4 +111,4 @@ def reduce(fn: Any, a: Any, axis: Any, keepdims: bool, dtype: Optional[str] = No
 
 
 NAMESPACE = {"_as": as_dtype, "_scalar": scalar, "_floordiv": floor_divide,
-             "_truncdiv": trunc_divide, "_pow": power, "_reduce": reduce}
+             "_truncdiv": trunc_divide, "_pow": power, "_reduce": reduce, "_axpy": axpy}
