@@ -4,7 +4,7 @@ Promotion follows torch's ``result_type``: operands are ranked in three tiers
 (tensors with dims, zero-dim tensors, Python scalars); a lower tier only wins
 when its category (bool < integer < floating < complex) is higher, and a Python
 scalar then contributes the default dtype of its category. TensorPlay differs in
-one place (probed against its eager in tests/conformance/test_promotion.py): a
+one place (checked against its eager by the tests/conformance table): a
 Python int or bool never lifts a bool tensor (``bool_tensor + 2`` is bool there,
 int64 in torch). Rules for the framework of the program being compiled apply:
 pass ``framework=`` or run inside :func:`framework_rules`.
