@@ -5,7 +5,10 @@ tested without a GPU, and as the simplest example of a backend: ``supports``
 reads the prim record and ``TensorMeta``; ``compile`` renders each node's
 ``prim.lowerings["reference"]`` template into one Python function, casts each
 value to its node's dtype, and converts results back to the inputs' framework
-(TensorPlay or torch).
+(TensorPlay or torch). Numerics follow the program's framework eager, not NumPy:
+every operand is converted to the op's common dtype and computed in eager's
+opmath dtype (float32 for 16-bit floats), scalars are cast as that framework casts
+them, and ``prims/reference_math.py`` supplies the ops NumPy defines differently.
 
 >>> from tensorplay_graph.backends import get_backend
 >>> ref = get_backend("reference")
@@ -24,7 +27,8 @@ import numpy as np
 
 from ..frameworks import framework_of
 from ..ir.meta import FLOATING_DTYPES, INTEGER_DTYPES, TensorMeta
-from ..prims.rules import scalar_out_of_range
+from ..prims.reference_math import opmath
+from ..prims.rules import framework_rules, is_scalar, result_type, scalar_out_of_range
 from .base import Kernel, Region
 from .registry import register_backend
 
@@ -35,7 +39,7 @@ log = logging.getLogger(__name__)
 # NumPy has no bfloat16; complex values are outside the prims' reference rules.
 SUPPORTED_DTYPES = frozenset((FLOATING_DTYPES - {"bfloat16"}) | INTEGER_DTYPES | {"bool"})
 _NP_DTYPE = {d: ("bool_" if d == "bool" else d) for d in SUPPORTED_DTYPES}
-_CACHE: Dict[str, Callable[..., Any]] = {}
+_CACHE: Dict[Any, Callable[..., Any]] = {}
 
 
 # ----------------------------------------------------------------------------- runtime helpers
@@ -120,24 +124,64 @@ class ReferenceBackend:
                 return f"runs on cpu only, got a tensor on {value_meta.device}"
             if value_meta.dtype not in SUPPORTED_DTYPES:
                 return f"dtype {value_meta.dtype} is not supported (NumPy has no such type)"
+        if prim.name in ("add", "sub") and node.meta["prim_args"].get("alpha", 1) != 1 and \
+                meta.dtype in ("float16", "bfloat16"):
+            return (f"{prim.name} with alpha on {meta.dtype}: eager rounds alpha * b to "
+                    f"{meta.dtype} before adding; not modelled")
+        if prim.name == "gelu" and meta.dtype == "float32" and \
+                node.meta["prim_args"].get("approximate", "none") == "none" and \
+                region_framework(Region(0, self.name, [node])) == "torch":
+            return ("torch's float32 gelu kernel gives NaN at +inf and inf near the float32 "
+                    "maximum (its vectorised erf); not modelled")
+        if prim.name in ("maximum", "minimum") and meta.dtype == "float16" and \
+                region_framework(Region(0, self.name, [node])) == "tensorplay":
+            return ("TensorPlay's float16 maximum / minimum drop some NaNs (measured); "
+                    "not modelled")
         return scalar_out_of_range(node) if prim.kind == "pointwise" else None
 
     def compile(self, region: Region) -> Kernel:
-        """One Python function for the whole region, cached by its source's hash."""
-        source = generate_source(region)
-        # The comments name the region's nodes; the cache key is the code without them,
-        # so regions of the same structure (repeated layers) compile once.
-        code = "\n".join(line.split("  #", 1)[0] for line in source.splitlines())
-        digest = hashlib.sha256(code.encode()).hexdigest()[:16]
-        fn = _CACHE.get(digest)
-        if fn is None:
-            filename = f"<tpgraph-reference-{digest}>"
-            linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-            namespace = _namespace()
-            exec(compile(source, filename, "exec"), namespace)
-            fn = _CACHE[digest] = namespace["kernel"]
-        return Kernel(name=f"reference_{digest}", backend=self.name, fn=fn,
-                      source=_header(region) + source, launch={"cache_key": digest})
+        """One Python function per framework for the whole region, cached by source hash.
+
+        The graph does not always say which framework it came from (a program of operators
+        only), and the semantics differ (TensorPlay casts ``300`` to bool in
+        ``bool_x == 300``), so the kernel picks the code for its inputs' framework.
+        """
+        planned = region_framework(region)
+        variants = {fw: _load(generate_source(region, fw)) for fw in _FRAMEWORKS}
+        source, digest = variants[planned][1], variants[planned][2]
+        key = (planned,) + tuple(v[2] for v in variants.values())
+        kernel = _CACHE.get(key)
+        if kernel is None:
+            kernel = _CACHE[key] = _dispatcher({fw: v[0] for fw, v in variants.items()}, planned)
+        return Kernel(name=f"reference_{digest}", backend=self.name, fn=kernel,
+                      source=_header(region) + source,
+                      launch={"cache_key": digest,
+                              "sources": {fw: v[1] for fw, v in variants.items()}})
+
+
+_FRAMEWORKS = ("torch", "tensorplay")
+
+
+def _dispatcher(functions: Dict[str, Callable[..., Any]], planned: str) -> Callable[..., Any]:
+    def kernel(*inputs: Any) -> Any:
+        return functions[_framework(inputs) or planned](*inputs)
+    return kernel
+
+
+def _load(source: str):
+    """(function, source, digest) for a kernel source; equal code compiles once."""
+    # The comments name the region's nodes; the cache key is the code without them,
+    # so regions of the same structure (repeated layers) compile once.
+    code = "\n".join(line.split("  #", 1)[0] for line in source.splitlines())
+    digest = hashlib.sha256(code.encode()).hexdigest()[:16]
+    fn = _CACHE.get(digest)
+    if fn is None:
+        filename = f"<tpgraph-reference-{digest}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        namespace = _namespace()
+        exec(compile(source, filename, "exec"), namespace)
+        fn = _CACHE[digest] = namespace["kernel"]
+    return fn, source, digest
 
 
 def _local_names(region: Region) -> Dict[Any, str]:
@@ -147,31 +191,93 @@ def _local_names(region: Region) -> Dict[Any, str]:
     return names
 
 
-def _render_node(node, names: Dict[Any, str]) -> str:
+#: torch keeps a Python scalar (or 0-d CPU tensor) second operand of these ops in opmath
+#: for 16-bit floats (``fp16_x * 70000`` is 35008, not fp16(70000) = inf times x).
+_TORCH_OPMATH_SCALAR_OPS = frozenset({"mul", "div"})  # add / sub cast it (measured)
+_TENSORPLAY_OPMATH_SCALAR_OPS = frozenset({"pow"})
+
+
+def region_framework(region: Region) -> str:
+    """``"torch"`` / ``"tensorplay"``: whose eager semantics the region's code follows."""
+    from ..passes.normalize import graph_framework
+
+    graph = getattr(region.nodes[0], "graph", None) if region.nodes else None
+    return graph_framework(graph) if graph is not None else "torch"
+
+
+def _meta(value: Any) -> Optional[TensorMeta]:
+    meta = value.meta.get("tensor_meta") if hasattr(value, "meta") else None
+    return meta if isinstance(meta, TensorMeta) else None
+
+
+def _common_dtype(node, prim, framework: str) -> str:
+    """The dtype a pointwise node's operands are converted to before computing."""
+    out = node.meta["tensor_meta"].dtype
+    if prim.compute != "promoted":
+        return out
+    args = node.meta["prim_args"]
+    operands = [_meta(v) or v for k, v in args.items() if k in _operands()]
+    return result_type(*[o for o in operands if isinstance(o, TensorMeta) or is_scalar(o)],
+                       framework=framework)
+
+
+def _operands() -> tuple:
+    from ..prims.pointwise import OPERANDS
+    return OPERANDS
+
+
+def _convert(name: str, raw: Any, text: Any, common: str, prim, framework: str) -> Any:
+    """Source text of operand ``name`` converted as eager converts it."""
+    work = opmath(common)
+    second = name in ("a", "b")  # either side: ``70000 / x`` keeps 70000 in float32 too
+    ops = _TORCH_OPMATH_SCALAR_OPS if framework == "torch" else _TENSORPLAY_OPMATH_SCALAR_OPS
+    opmath_second = prim.name in ops and second and common in ("float16", "bfloat16")
+    if is_scalar(raw):
+        return f"_scalar({raw!r}, {None if opmath_second else common!r}, {work!r})"
+    meta = _meta(raw)
+    if meta is None:
+        return text
+    if opmath_second and meta.ndim == 0 and meta.dtype in SUPPORTED_DTYPES:
+        return f"_as({text}, {meta.dtype!r}, {work!r})"
+    return f"_as({text}, {common!r}, {work!r})"
+
+
+def _render_node(node, names: Dict[Any, str], framework: str = "torch") -> str:
     from ..ir.node import map_arg
 
     prim = node.meta["prim"]
-    args = map_arg(node.meta["prim_args"], lambda n: names[n])
-    expr = prim.render("reference", **args)
+    raw = node.meta["prim_args"]
+    args = map_arg(raw, lambda n: names[n])
+    if prim.kind == "pointwise" and prim.compute != "none":
+        common = _common_dtype(node, prim, framework)
+        args = {k: _convert(k, raw[k], v, common, prim, framework)
+                if k in _operands() and raw[k] is not None else v for k, v in args.items()}
+    expr = prim.render("reference", framework=framework, **args)
     meta = node.meta.get("tensor_meta")
     if isinstance(meta, TensorMeta) and meta.dtype in SUPPORTED_DTYPES:
         return f"_cast({expr}, {meta.dtype!r})"
     return f"np.asarray({expr})"
 
 
-def generate_source(region: Region) -> str:
+def generate_source(region: Region, framework: Optional[str] = None) -> str:
     """The Python source of ``kernel(*inputs) -> tuple(outputs)`` for ``region``.
 
     Values get positional names; each line's comment names its prim and node.
+    NumPy's overflow / invalid warnings are silenced: inf and NaN are results here,
+    exactly as in eager.
     """
+    framework = framework or region_framework(region)
     names = _local_names(region)
     params = [names[n] for n in region.inputs]
-    lines = [f"def kernel({', '.join(params)}):",
-             f"    framework = _framework(({''.join(p + ', ' for p in params)}))"]
-    lines += [f"    {p} = _to_numpy({p})  # {n.name}" for p, n in zip(params, region.inputs)]
-    for node in region.nodes:
-        prim = node.meta["prim"].name
-        lines.append(f"    {names[node]} = {_render_node(node, names)}  # {prim}: {node.name}")
+    lines = [f"def kernel({', '.join(params)}):  # {framework} semantics",
+             f"    framework = _framework(({''.join(p + ', ' for p in params)}))",
+             "    with np.errstate(all='ignore'):"]
+    lines += [f"        {p} = _to_numpy({p})  # {n.name}" for p, n in zip(params, region.inputs)]
+    with framework_rules(framework):
+        for node in region.nodes:
+            prim = node.meta["prim"].name
+            lines.append(f"        {names[node]} = {_render_node(node, names, framework)}"
+                         f"  # {prim}: {node.name}")
     outs = "".join(f"_from_numpy({names[o]}, framework), " for o in region.outputs)
     lines.append(f"    return ({outs})  # {', '.join(o.name for o in region.outputs)}")
     return "\n".join(lines) + "\n"

@@ -197,9 +197,12 @@ class SymbolicPropagator:
             f"wrap it in a custom op with register_fake")
 
     def _apply_prim(self, node: Node, prim: Any) -> Any:
+        from ..prims.rules import framework_rules
+
         prim_args = self.load(node.meta.get("prim_args", {}))
         try:
-            return prim.meta(**prim_args)
+            with framework_rules(self.framework()):  # TensorPlay promotes unlike torch
+                return prim.meta(**prim_args)
         except ShapeError as exc:
             raise ShapeError(f"shape_prop: node {node.name} (prim {prim.name}, target "
                              f"{target_name(node.target)}): {exc}") from exc

@@ -21,10 +21,14 @@ import numpy as np
 from ..ir.meta import TensorMeta
 from . import register
 from .record import Prim
-from .rules import (broadcast_shapes, device_of, is_scalar, require_meta, result_type,
-                    tensor_operands, to_floating)
+from .reference_math import NAMESPACE as _REFERENCE_HELPERS
+from .rules import (broadcast_shapes, current_framework, device_of, is_meta, is_scalar,
+                    require_meta, result_type, tensor_operands, to_floating)
 
-REFERENCE_NAMESPACE = {"np": np, "erf": np.vectorize(math.erf, otypes=[np.float64])}
+REFERENCE_NAMESPACE = {"np": np, "erf": np.vectorize(math.erf, otypes=[np.float64]),
+                       **_REFERENCE_HELPERS}
+#: Canonical parameters that are a pointwise prim's numeric operands (converted by backends).
+OPERANDS = ("a", "b", "min", "max")
 
 SQRT_HALF = 0.7071067811865476
 SQRT_2_OVER_PI = 0.7978845608028654
@@ -49,6 +53,14 @@ def floating(a, **_):
 
 def promoted(a, b, **_):
     return _pointwise_meta((a, b), result_type(a, b))
+
+
+def left_scalar_as_tensor(a, b, **_):
+    """``2 - x`` / ``2.5 ** x`` in TensorPlay: its reflected operators wrap the left scalar
+    in a 0-d int64 / float64 tensor, which promotes as a tensor (``2 - bool_x`` is int64)."""
+    if current_framework() == "tensorplay" and is_scalar(a) and is_meta(b):
+        a = TensorMeta((), "float64" if isinstance(a, float) else "int64", b.device)
+    return promoted(a, b)
 
 
 def boolean(a, b=None, **_):
@@ -81,9 +93,24 @@ def _add_tpl(sign: str, mul: str = "*"):
     return render
 
 
-def _div_ref(a, b, rounding_mode=None):
-    wrap = {None: "{}", "trunc": "np.trunc({})", "floor": "np.floor({})"}[rounding_mode]
-    return wrap.format(f"({a} / {b})")
+def _add_ref(sign: str):
+    """``a + alpha * b`` as one fused multiply-add, like eager's float32 kernel (no overflow
+    of ``alpha * b`` alone): computed in float64, rounded once by the caller's cast."""
+    def render(a, b, alpha=1):
+        if alpha == 1:
+            return f"({a} {sign} {b})"
+        return f"_axpy({a}, {b}, {sign}{alpha!r})"
+    return render
+
+
+def _div_ref(a, b, rounding_mode=None, framework="torch"):
+    """torch floors as Python's divmod does (``1 // 0.1 == 9``); TensorPlay floors the
+    quotient (``floor(1 / 0.1) == 10``)."""
+    if rounding_mode == "trunc":
+        return f"_truncdiv({a}, {b})"
+    if rounding_mode == "floor":
+        return f"_floordiv({a}, {b})" if framework == "torch" else f"np.floor({a} / {b})"
+    return f"({a} / {b})"
 
 
 def _div_triton(a, b, rounding_mode=None):
@@ -189,13 +216,13 @@ def _record(name, signature, meta, spellings, ref, triton, tilelang, **kw):
                                                          "tilelang": tilelang}, **kw))
 
 
-def _unary(name, ref, triton, tilelang, meta=floating, **spell):
-    return _record(name, unary, meta, _spell(name, **spell), ref, triton, tilelang)
+def _unary(name, ref, triton, tilelang, meta=floating, compute="result", **spell):
+    return _record(name, unary, meta, _spell(name, **spell), ref, triton, tilelang, compute=compute)
 
 
-def _binary(name, ref, triton, tilelang, meta=promoted, **spell):
+def _binary(name, ref, triton, tilelang, meta=promoted, compute="result", **spell):
     return _record(name, binary, meta, _spell(name, **spell), ref, triton, tilelang,
-                   aliases={"other": "b", "exponent": "b"})
+                   aliases={"other": "b", "exponent": "b"}, compute=compute)
 
 
 def add(a, b, alpha=1): ...
@@ -208,9 +235,9 @@ def cast(a, dtype): ...
 
 
 _record("add", add, lambda a, b, alpha=1: promoted(a, b), _spell("add", op="add"),
-        _add_tpl("+"), _add_tpl("+"), _add_tpl("+"), aliases={"other": "b"})
-_record("sub", sub, lambda a, b, alpha=1: promoted(a, b), _spell("sub", op="sub", extra=("torch:subtract",)),
-        _add_tpl("-"), _add_tpl("-"), _add_tpl("-"), aliases={"other": "b"})
+        _add_ref("+"), _add_tpl("+"), _add_tpl("+"), aliases={"other": "b"})
+_record("sub", sub, lambda a, b, alpha=1: left_scalar_as_tensor(a, b), _spell("sub", op="sub", extra=("torch:subtract",)),
+        _add_ref("-"), _add_tpl("-"), _add_tpl("-"), aliases={"other": "b"})
 _binary("mul", "({a} * {b})", "({a} * {b})", "({a} * {b})", op="mul", extra=("torch:multiply",))
 _record("div", div, div_meta, _spell("div", op="truediv", extra=("tensorplay:true_divide", "torch:true_divide",
         "method:true_divide", "torch:divide")), _div_ref, _div_triton, _div_tilelang,
@@ -232,7 +259,13 @@ _unary("relu", "np.maximum({a}, 0)", "tl.maximum({a}, 0)", "T.max({a}, 0)", meta
 _unary("silu", "({a} / (1.0 + np.exp(-{a})))", "({a} * tl.sigmoid({a}))", "({a} * T.sigmoid({a}))", nn=True)
 _record("gelu", gelu, lambda a, approximate="none": floating(a), _spell("gelu", nn=True),
         _gelu("reference"), _gelu("triton"), _gelu("tilelang"))
-_binary("pow", "np.power({a}, {b})", _pow_triton, "T.pow({a}, {b})", op="pow")
+def _pow_ref(a, b, framework="torch"):
+    """TensorPlay's ``int_x ** int_y`` goes through float64; ``int_x ** 3`` is exact (wraps)."""
+    tensor_exponent = not (is_scalar(b) or str(b).startswith("_scalar("))
+    return f"_pow({a}, {b}, {framework if tensor_exponent else 'torch'!r})"
+
+
+_binary("pow", _pow_ref, _pow_triton, "T.pow({a}, {b})", meta=left_scalar_as_tensor, op="pow")
 _binary("maximum", "np.maximum({a}, {b})", "tl.maximum({a}, {b}" + NAN_ALL + ")", "T.max({a}, {b})")
 _binary("minimum", "np.minimum({a}, {b})", "tl.minimum({a}, {b}" + NAN_ALL + ")", "T.min({a}, {b})")
 _record("where", where, where_meta, _spell("where"), "np.where({cond}, {a}, {b})",
@@ -245,15 +278,16 @@ _record("clamp", clamp, clamp_meta, _spell("clamp", extra=("tensorplay:clip", "t
 _COMPARISONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 for _name, _sym in _COMPARISONS.items():
     _binary(_name, f"({{a}} {_sym} {{b}})", f"({{a}} {_sym} {{b}})", f"({{a}} {_sym} {{b}})",
-            meta=boolean, op=_name)
+            meta=boolean, op=_name, compute="promoted")
 
 _LOGICAL = {"and": ("np.logical_and", "&", "T.And"), "or": ("np.logical_or", "|", "T.Or"),
             "xor": ("np.logical_xor", "^", None)}
 for _name, (_np, _sym, _tl) in _LOGICAL.items():
     _tile = f"{_tl}({{a}} != 0, {{b}} != 0)" if _tl else "(({a} != 0) != ({b} != 0))"
     _binary(f"logical_{_name}", f"{_np}({{a}}, {{b}})", f"(({{a}} != 0) {_sym} ({{b}} != 0))", _tile,
-            meta=boolean)
-_unary("logical_not", "np.logical_not({a})", "({a} == 0)", "({a} == 0)", meta=lambda a: boolean(a))
+            meta=boolean, compute="none")
+_unary("logical_not", "np.logical_not({a})", "({a} == 0)", "({a} == 0)", meta=lambda a: boolean(a),
+       compute="none")
 
 
 def _method_cast(dtype: str):
@@ -279,6 +313,6 @@ _CAST_METHODS = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", 
                  "byte": "uint8"}
 _record("cast", cast, cast_meta,
         ("method:to", "method:type") + tuple(f"method:{m}" for m in _CAST_METHODS),
-        _cast("reference"), _cast("triton"), _cast("tilelang"),
+        _cast("reference"), _cast("triton"), _cast("tilelang"), compute="none",
         adapters={"method:to": _to_adapter, "method:type": _to_adapter,
                   **{f"method:{m}": _method_cast(d) for m, d in _CAST_METHODS.items()}})

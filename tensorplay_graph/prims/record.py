@@ -10,6 +10,13 @@ from typing import Any, Callable, Dict, Optional, Tuple
 KINDS = ("pointwise", "reduction", "norm", "matmul", "view", "opaque")
 
 
+def _parameters(fn: Callable[..., Any]) -> Any:
+    try:
+        return inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
 @dataclass
 class Prim:
     """One canonical op.
@@ -26,6 +33,10 @@ class Prim:
     * ``flags_if`` -- optional predicate ``(**prim_args) -> bool``: when set, the
       three flags hold only for calls where it is True (``dropout(training=False)``
       is the identity, not a random op). Unset: the flags hold for every call.
+    * ``compute`` -- how a backend converts a pointwise prim's operands before computing:
+      ``"result"`` to the output dtype (arithmetic, ``exp``), ``"promoted"`` to the operands'
+      promoted dtype (comparisons: the output is bool), ``"none"`` left as they are
+      (logical ops, casts).
     * ``aliases`` -- framework keyword names -> canonical names (``"self": "a"``);
       ``input``/``self`` always alias the first canonical parameter.
     * ``adapters`` -- spelling -> ``fn(args, kwargs) -> canonical dict`` for spellings
@@ -46,6 +57,7 @@ class Prim:
     aliases: Dict[str, str] = field(default_factory=dict)
     adapters: Dict[str, Callable[..., Dict[str, Any]]] = field(default_factory=dict)
     flags_if: Optional[Callable[..., bool]] = None
+    compute: str = "result"
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -65,19 +77,23 @@ class Prim:
     def lowering(self, backend: str) -> Optional[Any]:
         return self.lowerings.get(backend)
 
-    def render(self, backend: str, **args: Any) -> str:
+    def render(self, backend: str, framework: Optional[str] = None, **args: Any) -> str:
         """Expression text of this prim for ``backend``.
 
         ``args`` are the canonical arguments: tensor operands as expression
         strings (simple names -- templates may repeat them), Python scalars and
         static arguments as values. String templates are ``str.format``-ed;
-        callable templates are called with the same keywords.
+        callable templates are called with the same keywords, plus ``framework``
+        (``"torch"`` / ``"tensorplay"``) when they take it: the rare op whose semantics
+        differ between the frameworks (``div(rounding_mode="floor")``).
         """
         template = self.lowerings.get(backend)
         if template is None:
             raise KeyError(f"prim {self.name!r} has no {backend!r} lowering; add one to "
                            f"its record's lowerings (have: {sorted(self.lowerings)})")
         if callable(template):
+            if framework is not None and "framework" in _parameters(template):
+                args["framework"] = framework
             return template(**args)
         return template.format(**args)
 

@@ -95,10 +95,12 @@ def _record(name, signature, meta, reference, **kw):
                          spellings=spellings, lowerings={"reference": reference}, **kw))
 
 
-def _ref(fn: str, dtype: bool = True):
+def _ref(fn: str):
+    """``_reduce`` (prims/reference_math.py): eager's accumulation dtype and 0-d dims."""
     def render(a, dim=None, keepdim=False, dtype=None, correction=None):
         extra = f", ddof={correction!r}" if correction is not None else ""
-        return f"np.{fn}({a}, axis={_axis(dim)}, keepdims={bool(keepdim)!r}{extra})"
+        cast = f", dtype={dtype!r}" if dtype is not None else ""
+        return f"_reduce(np.{fn}, {a}, {_axis(dim)}, {bool(keepdim)!r}{cast}{extra})"
     return render
 
 

@@ -3,7 +3,11 @@
 Promotion follows torch's ``result_type``: operands are ranked in three tiers
 (tensors with dims, zero-dim tensors, Python scalars); a lower tier only wins
 when its category (bool < integer < floating < complex) is higher, and a Python
-scalar then contributes the default dtype of its category.
+scalar then contributes the default dtype of its category. TensorPlay differs in
+one place (checked against its eager by the tests/conformance table): a
+Python int or bool never lifts a bool tensor (``bool_tensor + 2`` is bool there,
+int64 in torch). Rules for the framework of the program being compiled apply:
+pass ``framework=`` or run inside :func:`framework_rules`.
 
 >>> broadcast_shapes((4, 1), (3,))
 (4, 3)
@@ -13,7 +17,9 @@ scalar then contributes the default dtype of its category.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional, Sequence, Tuple
+import contextlib
+import contextvars
+from typing import Any, Iterable, Iterator, Optional, Sequence, Tuple
 
 from ..errors import ShapeError
 from ..ir.meta import FLOATING_DTYPES, INTEGER_DTYPES, TensorMeta
@@ -28,6 +34,36 @@ _BITS = {"bool": 1, "uint8": 8, "int8": 8, "int16": 16, "int32": 32, "int64": 64
          "float16": 16, "bfloat16": 16, "float32": 32, "float64": 64,
          "complex64": 64, "complex128": 128}
 _SCALAR_DTYPE = {bool: "bool", int: DEFAULT_INT, float: DEFAULT_FLOAT, complex: DEFAULT_COMPLEX}
+
+
+#: The framework whose promotion rules meta rules apply (set by :func:`framework_rules`).
+_FRAMEWORK: contextvars.ContextVar = contextvars.ContextVar("tpg_rules_framework", default="torch")
+
+
+@contextlib.contextmanager
+def framework_rules(framework: Optional[str]) -> Iterator[None]:
+    """Apply ``framework``'s promotion rules (``"torch"`` / ``"tensorplay"``) inside the block."""
+    token = _FRAMEWORK.set(framework or "torch")
+    try:
+        yield
+    finally:
+        _FRAMEWORK.reset(token)
+
+
+def current_framework() -> str:
+    return _FRAMEWORK.get()
+
+
+def default_float(framework: Optional[str] = None) -> str:
+    """The framework's default floating dtype (``torch.set_default_dtype`` moves it)."""
+    import sys
+
+    module = sys.modules.get(framework or current_framework())
+    getter = getattr(module, "get_default_dtype", None)
+    if getter is None:
+        return DEFAULT_FLOAT
+    name = str(getter()).rsplit(".", 1)[-1]
+    return name if name in _CATEGORY and category(name) == 2 else DEFAULT_FLOAT
 
 
 def is_meta(value: Any) -> bool:
@@ -46,11 +82,11 @@ def category(dtype: str) -> int:
         raise ShapeError(f"unknown dtype {dtype!r}; expected one of {sorted(_CATEGORY)}") from None
 
 
-def scalar_dtype(value: Any) -> str:
-    """Default dtype of a Python scalar (``1.0`` -> ``"float32"``)."""
+def scalar_dtype(value: Any, framework: Optional[str] = None) -> str:
+    """Default dtype of a Python scalar (``1.0`` -> the default float, ``"float32"``)."""
     for kind in (bool, int, float, complex):  # bool before int: True is an int too
         if isinstance(value, kind):
-            return _SCALAR_DTYPE[kind]
+            return default_float(framework) if kind is float else _SCALAR_DTYPE[kind]
     raise ShapeError(f"not a Python scalar: {value!r}")
 
 
@@ -96,20 +132,27 @@ def _combine_categories(higher: Optional[str], lower: Optional[str]) -> Optional
     return higher
 
 
-def result_type(*operands: Any) -> str:
-    """Promoted dtype of TensorMeta / Python-scalar operands (other values ignored)."""
+def result_type(*operands: Any, framework: Optional[str] = None) -> str:
+    """Promoted dtype of TensorMeta / Python-scalar operands (other values ignored), by the
+    rules of ``framework`` (default: the one set by :func:`framework_rules`, else torch)."""
+    framework = framework or current_framework()
     dims = _promote_all(o.dtype for o in operands if is_meta(o) and o.ndim > 0)
     zero = _promote_all(o.dtype for o in operands if is_meta(o) and o.ndim == 0)
-    wrapped = _promote_all(scalar_dtype(o) for o in operands if is_scalar(o))
-    out = _combine_categories(_combine_categories(dims, zero), wrapped)
+    scalars = [o for o in operands if is_scalar(o)]
+    tensors = _combine_categories(dims, zero)
+    if framework == "tensorplay" and tensors == "bool":
+        scalars = [o for o in scalars if not isinstance(o, int)]  # ints/bools keep it bool
+    wrapped = _promote_all(scalar_dtype(o, framework) for o in scalars)
+    out = _combine_categories(tensors, wrapped)
     if out is None:
         raise ShapeError("result_type needs at least one tensor or scalar operand")
     return out
 
 
-def to_floating(dtype: str) -> str:
-    """The dtype of a float-valued op (``exp``) applied to ``dtype``: ints promote to float32."""
-    return dtype if category(dtype) >= 2 else DEFAULT_FLOAT
+def to_floating(dtype: str, framework: Optional[str] = None) -> str:
+    """The dtype of a float-valued op (``exp``) on ``dtype``: ints and bool promote to the
+    framework's default float dtype."""
+    return dtype if category(dtype) >= 2 else default_float(framework)
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> Tuple[int, ...]:

@@ -1,0 +1,114 @@
+"""NumPy helpers that give the ``reference`` lowerings eager's numerics, not NumPy's.
+
+NumPy differs from TensorPlay / torch eager in ways that change results:
+
+* it promotes with its own rules (``bool`` -> ``float16`` for ``exp``; a Python float
+  scalar is cast to ``float16`` before ``fp16_array * 70000``);
+* it computes float16 in float16 where eager computes in float32 ("opmath") and
+  rounds once;
+* integer ``power`` rejects negative exponents, integer division by zero gives 0;
+* it refuses ``-`` on bools and ``axis=0`` on 0-d arrays.
+
+So generated reference code converts every operand explicitly (:func:`as_dtype`,
+:func:`scalar`) and calls these helpers where the operation itself differs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+__all__ = ["opmath", "as_dtype", "scalar", "floor_divide", "trunc_divide", "power", "reduce",
+           "NAMESPACE"]
+
+_NP = {"bool": np.bool_, "uint8": np.uint8, "int8": np.int8, "int16": np.int16, "int32": np.int32,
+       "int64": np.int64, "float16": np.float16, "float32": np.float32, "float64": np.float64}
+
+
+def opmath(dtype: str) -> str:
+    """The dtype eager computes ``dtype`` values in: float32 for 16-bit floats (rounded once
+    at the end); int64 for bool arithmetic (``True + True`` is then cast back to bool)."""
+    return {"float16": "float32", "bfloat16": "float32", "bool": "int64"}.get(dtype, dtype)
+
+
+def as_dtype(value: Any, common: str, work: str) -> Any:
+    """``value`` converted to the op's common dtype (rounding as eager's cast does), then
+    widened to the dtype the op computes in."""
+    out = np.asarray(value)
+    if out.dtype != _NP[common]:
+        out = out.astype(_NP[common])
+    return out if common == work else out.astype(_NP[work])
+
+
+def scalar(value: Any, common: Optional[str], work: str) -> Any:
+    """A Python scalar operand: cast to ``common`` first (TensorPlay, and torch outside its
+    opmath fast path: ``bool_tensor == 300`` compares with ``bool(300)``), or straight to
+    ``work`` when ``common`` is None (torch keeps a scalar in opmath for add/sub/mul/div)."""
+    if common is None:
+        return np.asarray(value, dtype=_NP[work])
+    return as_dtype(np.asarray(value).astype(_NP[common]), common, work)
+
+
+def _check_integer_divisor(b: Any) -> None:
+    if np.any(np.asarray(b) == 0):
+        raise RuntimeError("ZeroDivisionError")  # eager's message for integer division by 0
+
+
+def floor_divide(a: Any, b: Any) -> Any:
+    """torch's ``div(rounding_mode="floor")``: Python's divmod rule (NumPy's floor_divide
+    implements the same fmod-and-correct algorithm for floats), raising on integer 0."""
+    if np.asarray(a).dtype.kind in "iub" and np.asarray(b).dtype.kind in "iub":
+        _check_integer_divisor(b)
+    return np.floor_divide(a, b)
+
+
+def trunc_divide(a: Any, b: Any) -> Any:
+    """``div(rounding_mode="trunc")``: trunc(a / b) for floats, C integer division for ints."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind in "iub" and b.dtype.kind in "iub":
+        _check_integer_divisor(b)
+        return (a - np.fmod(a, b)) // b  # exact: the remainder is removed first
+    return np.trunc(a / b)
+
+
+def power(a: Any, b: Any, framework: str = "torch") -> Any:
+    """``pow``; for integers torch's rule for negative exponents (1 -> 1, -1 -> +-1, else 0)
+    where NumPy raises. TensorPlay computes integer powers in float64 and converts back
+    (an out-of-range result becomes the integer minimum, as the C conversion does)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if framework == "tensorplay" and a.dtype.kind in "iub" and b.dtype.kind in "iub":
+        dtype = np.result_type(a, b)
+        return np.power(a.astype(np.float64), b.astype(np.float64)).astype(dtype)
+    if a.dtype.kind not in "iub" or b.dtype.kind not in "iub" or not np.any(b < 0):
+        return np.power(a, b)
+    safe = np.power(a, np.where(b < 0, 0, b))
+    negative = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 == 0, 1, -1), 0))
+    return np.where(b < 0, negative.astype(safe.dtype), safe)
+
+
+def axpy(a: Any, b: Any, alpha: Any) -> Any:
+    """``a + alpha * b`` without an intermediate rounding (eager fuses it) for floats."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind == "f" or b.dtype.kind == "f":
+        return a.astype(np.float64) + alpha * b.astype(np.float64)
+    return a + alpha * b
+
+
+def reduce(fn: Any, a: Any, axis: Any, keepdims: bool, dtype: Optional[str] = None, **kw: Any) -> Any:
+    """A reduction as eager does it: 16-bit floats accumulate in float32; a 0-d input accepts
+    dims 0 / -1 (NumPy raises AxisError); ``dtype=`` casts the input first."""
+    x = np.asarray(a)
+    if dtype is not None:
+        x = x.astype(_NP[dtype])
+    if x.dtype == np.float16:
+        x = x.astype(np.float32)
+    if x.ndim == 0:
+        axis = None
+    if x.dtype.kind in "ub" and fn is np.sum:
+        x = x.astype(np.int64)
+    return fn(x, axis=axis, keepdims=keepdims, **kw)
+
+
+NAMESPACE = {"_as": as_dtype, "_scalar": scalar, "_floordiv": floor_divide,
+             "_truncdiv": trunc_divide, "_pow": power, "_reduce": reduce, "_axpy": axpy}
