@@ -142,6 +142,6 @@ def test_mixed_framework_inputs_are_refused_with_the_fix():
 def test_capture_is_the_function_after_its_subpackage_is_imported():
     import importlib
     importlib.import_module("tensorplay_graph.capture.importers")
-    from tensorplay_graph.capture import importers, tracer
-    assert callable(tpg.capture) and tpg.capture is tracer.capture
+    from tensorplay_graph.capture import api, importers
+    assert callable(tpg.capture) and tpg.capture is api.capture
     assert callable(importers.import_fx_graph)

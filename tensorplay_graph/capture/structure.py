@@ -87,8 +87,8 @@ def call_key(args: tuple, kwargs: Dict[str, Any], leaves: List[Any]) -> Tuple:
 
 def replace_tensors(value: Any, new: List[Any], names: Optional[List[str]] = None,
                     path: str = "") -> Any:
-    """``value`` with its tensors replaced, in :func:`value_key` order, by ``new.pop(0)``-like
-    items (``new`` is consumed from the front; ``names`` collects each tensor's path)."""
+    """``value`` with its tensors replaced, in :func:`value_key` order, by ``new.pop()``
+    (pass the replacements reversed); ``names`` collects each tensor's path."""
     if framework_of_type(value) is not None:
         if names is not None:
             names.append(path)
