@@ -118,3 +118,27 @@ def test_rebound_global_and_closure_tensors_are_seen(fw):
     offset = lib.randn(4)                          # noqa: F841 -- rebinding the closure cell
     assert_close(compiled(x), program(x))
     assert "closure" in compiled.recompile_reasons[-1]
+
+
+@pytest.mark.parametrize("fw", ["tensorplay", "torch"])
+def test_tied_weights_are_one_attribute(fw):
+    lib = FRAMEWORKS[fw]
+    nn = lib.nn
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(10, 4)
+            self.head = nn.Linear(4, 10, bias=False)
+            self.head.weight = self.embed.weight      # as GPT-2 ties lm_head to wte
+
+        def forward(self, ids):
+            return self.head(self.embed(ids))
+
+    model, ids = Tied(), lib.tensor([[1, 2, 3]])
+    compiled = tpg.compile(model)
+    with lib.no_grad():
+        assert_close(compiled(ids), model(ids))
+    graph = next(iter(compiled.specializations.values())).captured.graph
+    assert len(graph.find_nodes(op="get_attr")) == 1
+    assert compiled.frontend == "tensorplay_graph"

@@ -100,7 +100,7 @@ class ProgramState:
                     if value is None or not is_tensor(value):
                         continue
                     qualname = f"{owner}.{attr}" if owner else attr
-                    proxy = self.tracer.lifted(value) or self.tracer.attr_proxy(qualname, value)
+                    proxy = self._proxy(value, qualname)
                     self._restore.append((sub, attr, sub.__dict__.get(attr, MISSING)))
                     sub.__dict__[attr] = proxy
 
@@ -173,7 +173,7 @@ class ProgramState:
         """What a trace should see for a captured value: a proxy for a tensor, the module
         itself (patched) for a module, MISSING for values nothing needs to guard."""
         if is_tensor(value):
-            return self.tracer.lifted(value) or self.tracer.attr_proxy(name, value)
+            return self._proxy(value, name)
         if is_module(value):
             self.patch_module(value, name)
             return value
@@ -186,9 +186,14 @@ class ProgramState:
             return value
         return MISSING
 
+    def _proxy(self, value: Any, name: str) -> Any:
+        """The ``get_attr`` proxy of a tensor: one per tensor (tied weights share it)."""
+        lifted = self.tracer.lifted(value)  # never ``or``: the truth value of a proxy is data
+        return lifted if lifted is not None else self.tracer.attr_proxy(name, value)
+
     def _read_all(self, values: tuple, prefix: str) -> Optional[tuple]:
-        new = tuple(self.tracer.lifted(v) or self.tracer.attr_proxy(f"{prefix}{i}", v)
-                    if is_tensor(v) else v for i, v in enumerate(values))
+        new = tuple(self._proxy(v, f"{prefix}{i}") if is_tensor(v) else v
+                    for i, v in enumerate(values))
         for value in values:
             if is_module(value):
                 self.patch_module(value, f"{prefix}_module")
