@@ -18,54 +18,44 @@ import logging
 from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from .capture.proxy import DataDependentError
+from .capture.state import guard_fails
+from .capture.structure import TENSOR_FIELDS, call_key, restore
 from .errors import GraphCaptureError, LoweringError, TensorPlayGraphError, UnsupportedOpError
 from .frameworks import dtype_name, framework_of
 
 logger = logging.getLogger("tensorplay_graph.compile")
 
 DEFAULT_RECOMPILE_LIMIT = 8
-_SCALARS = (bool, int, float, complex, str, bytes, type(None))
-_TENSOR_FIELDS = ("framework", "shape", "dtype", "device", "stride", "requires_grad")
+_TENSOR_FIELDS = ("framework",) + TENSOR_FIELDS
 
 
 class RecompileLimitError(TensorPlayGraphError, RuntimeError):
     """A compiled function saw more input signatures than ``recompile_limit`` allows."""
 
 
-# type -> framework name (or None): one dict hit per argument on the call path.
-_FRAMEWORK_OF_TYPE: Dict[type, Optional[str]] = {}
+class Specialization:
+    """One captured program: its runner, the guards it was captured under and its output types."""
 
+    __slots__ = ("runner", "guards", "output_spec", "flat")
 
-def _framework_of_type(value: Any) -> Optional[str]:
-    cls = type(value)
-    try:
-        return _FRAMEWORK_OF_TYPE[cls]
-    except KeyError:
-        framework = framework_of(value)
-        if framework is not None or cls.__module__.split(".")[0] not in ("tensorplay", "torch"):
-            # Only cache negatives for types no framework can claim later on import.
-            _FRAMEWORK_OF_TYPE[cls] = framework
-        return framework
+    def __init__(self, runner: Callable[..., Any], guards: Sequence[Any] = (),
+                 output_spec: Any = None, flat: bool = True) -> None:
+        self.runner, self.guards, self.output_spec = runner, list(guards), output_spec
+        #: The runner takes the call's tensors (``call_key`` order), else the call's args.
+        self.flat = flat
 
+    @property
+    def lowered(self) -> Any:
+        return self.runner.lowered
 
-def value_key(value: Any) -> Any:
-    """The part of a specialization key that one argument contributes.
+    @property
+    def captured(self) -> Any:
+        return self.runner.captured
 
-    Tensors key on the framework's own (hashable) shape, dtype and device objects:
-    no string conversion on the call path; :func:`describe_change` formats them.
-    """
-    framework = _framework_of_type(value)
-    if framework is not None:
-        return ("tensor", framework, value.shape, value.dtype, value.device,
-                value.stride(), value.requires_grad)
-    if isinstance(value, _SCALARS):
-        return (type(value).__name__, value)
-    if isinstance(value, (tuple, list)):
-        return (type(value).__name__, tuple(value_key(v) for v in value))
-    if isinstance(value, dict):
-        return ("dict", tuple((k, value_key(v)) for k, v in value.items()))
-    # Any other object is baked into the capture as a constant: key on identity.
-    return ("object", type(value).__qualname__, id(value))
+    def __call__(self, args: tuple, leaves: List[Any]) -> Any:
+        out = self.runner(*(leaves if self.flat else args))
+        return out if self.output_spec is None else restore(self.output_spec, out)
 
 
 def _readable(field: str, value: Any) -> Any:
@@ -82,22 +72,51 @@ def describe_change(old: Tuple, new: Tuple, names: Sequence[str]) -> str:
         return f"number of arguments changed from {len(old)} to {len(new)}"
     changes: List[str] = []
     for i, (a, b) in enumerate(zip(old, new)):
-        if a == b:
-            continue
         label = f"argument {i} ({names[i]})" if i < len(names) else f"argument {i}"
-        if a[0] == b[0] == "tensor":
-            fields = [f"{field} {_readable(field, x)} -> {_readable(field, y)}"
-                      for field, x, y in zip(_TENSOR_FIELDS, a[1:], b[1:]) if x != y]
-            changes.append(f"{label}: " + ", ".join(fields))
-        else:
-            changes.append(f"{label}: {_short(a)} -> {_short(b)}")
+        _diff(a, b, label, changes)
     return "; ".join(changes) or "guard mismatch"
+
+
+def _diff(a: Any, b: Any, label: str, changes: List[str]) -> None:
+    """Append where keys ``a`` and ``b`` differ (see ``structure.value_key`` for their forms)."""
+    if a == b:
+        return
+    if _is_tensor_key(a) and _is_tensor_key(b):
+        fields = [f"{field} {_readable(field, x)} -> {_readable(field, y)}"
+                  for field, x, y in zip(_TENSOR_FIELDS, a[1:], b[1:]) if x != y]
+        changes.append(f"{label}: " + ", ".join(fields))
+        return
+    same_container = (len(a) == len(b) == 2 and a[0] == b[0] and isinstance(a[1], tuple)
+                      and isinstance(b[1], tuple) and len(a[1]) == len(b[1]))
+    if not same_container:
+        changes.append(f"{label}: {_short(a)} -> {_short(b)}")
+        return
+    named = a[0] in ("dict", "kwargs") or not isinstance(a[0], str) and not issubclass(a[0], tuple)
+    for i, (x, y) in enumerate(zip(a[1], b[1])):
+        if named:
+            where = x[0] if a[0] == "kwargs" else f"{label}[{x[0]!r}]"
+            _diff(x[1], y[1], where if x[0] == y[0] else label, changes)
+        else:
+            _diff(x, y, f"{label}[{i}]", changes)
+
+
+def _is_tensor_key(key: Any) -> bool:
+    return isinstance(key, tuple) and len(key) == 7 and key[0] == "tensor"
 
 
 def _short(key: Any) -> str:
     if isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], str):
         return f"{key[0]} {key[1]!r}"
     return repr(key)
+
+
+def shape_free(key: Any) -> Any:
+    """``key`` with every tensor's shape and stride reduced to its rank (dynamic families)."""
+    if _is_tensor_key(key):
+        return key[:2] + (len(key[2]),) + key[3:5] + (None, key[6])
+    if isinstance(key, tuple):
+        return tuple(shape_free(item) for item in key)
+    return key
 
 
 def _parameter_names(fn: Any) -> List[str]:
@@ -112,16 +131,27 @@ def _parameter_names(fn: Any) -> List[str]:
 class CompiledFunction:
     """A program compiled lazily, one specialization per input signature.
 
-    ``build(fn, args)`` captures and compiles ``fn`` for ``args`` and returns
-    the callable that runs it (a :class:`~tensorplay_graph.autograd_regions.GraphRunner`).
+    ``build(fn, args, kwargs)`` captures and compiles ``fn`` for that call and
+    returns a :class:`Specialization`. ``graph_break(fn, error)`` (optional)
+    returns the framework frontend's compiled ``fn`` for a program whose capture
+    met data-dependent Python (:class:`~tensorplay_graph.capture.DataDependentError`);
+    from then on every call goes there (``frontend`` / ``frontend_reason`` say so),
+    unless ``fullgraph``.
+
+    ``dynamic`` (``True``) or automatic dynamic (after the first recompile caused
+    only by changed sizes): new sizes of an already seen signature are compiled
+    lazily, per concrete shape, without counting against ``recompile_limit``.
 
     >>> f = tensorplay_graph.compile(lambda x: x.sin() * 2)   # doctest: +SKIP
     >>> f(tp.randn(4)); len(f.specializations)                # doctest: +SKIP
     1
     """
 
-    def __init__(self, fn: Callable[..., Any], build: Callable[[Any, tuple], Callable[..., Any]],
-                 options: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(self, fn: Callable[..., Any], build: Callable[..., Specialization],
+                 options: Optional[Dict[str, Any]] = None, *, fullgraph: bool = False,
+                 dynamic: Optional[bool] = None,
+                 graph_break: Optional[Callable[[Any, Exception], Callable[..., Any]]] = None
+                 ) -> None:
         if not callable(fn):
             raise TypeError(f"compile() expects a function or module, got {type(fn).__name__}")
         options = dict(options or {})
@@ -131,41 +161,70 @@ class CompiledFunction:
         self.fallback = options.get("fallback")
         if self.fallback not in (None, "eager", "error"):
             raise ValueError(f"options['fallback'] must be 'eager' or 'error', got {self.fallback!r}")
-        self.specializations: "OrderedDict[Tuple, Callable[..., Any]]" = OrderedDict()
+        self.fullgraph = fullgraph
+        #: True: sizes are dynamic from the start; None: automatic; False: never.
+        self.dynamic = dynamic
+        self.specializations: "OrderedDict[Tuple, Specialization]" = OrderedDict()
         self.recompile_reasons: List[str] = []
+        #: Which frontend captured the program: "tensorplay_graph", "dynamo" or "tensorplay".
+        self.frontend = "tensorplay_graph"
+        #: Why another frontend runs it (the graph break), or None.
+        self.frontend_reason: Optional[str] = None
+        #: How many times the program was captured (by our own tracer).
+        self.captures = 0
         self._build = build
+        self._graph_break = graph_break
+        self._frontend_fn: Optional[Callable[..., Any]] = None
         self._eager_keys: set = set()
+        self._families: set = set()      # shape-free keys counted against the limit
+        self._dynamic_logged = False
         self._names = _parameter_names(fn)
-        self._signature = _signature_or_none(fn)
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
         if inspect.isfunction(fn):
             functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs:
-            args = self._bind(args, kwargs)
-        key = tuple(map(value_key, args))
-        runner = self.specializations.get(key)
-        if runner is None:
+        if self._frontend_fn is not None:
+            return self._frontend_fn(*args, **kwargs)
+        leaves: List[Any] = []
+        key = call_key(args, kwargs, leaves)
+        spec = self.specializations.get(key)
+        if spec is None:
             if key in self._eager_keys:
-                return self.fn(*args)
-            runner = self._specialize(key, args)
-        return runner(*args)
+                return self.fn(*args, **kwargs)
+            return self._specialize(key, args, kwargs, leaves, None)
+        if spec.guards:
+            stale = guard_fails(spec.guards)
+            if stale is not None:
+                del self.specializations[key]
+                return self._specialize(key, args, kwargs, leaves, f"program state: {stale}")
+        return spec(args, leaves)
 
     # -- compilation --------------------------------------------------------------
-    def _specialize(self, key: Tuple, args: tuple) -> Callable[..., Any]:
-        if self.specializations:
-            last = next(reversed(self.specializations))
-            reason = describe_change(last, key, self._names)
+    def _specialize(self, key: Tuple, args: tuple, kwargs: Dict[str, Any], leaves: List[Any],
+                    reason: Optional[str]) -> Any:
+        family = shape_free(key)
+        guard_failed = reason is not None
+        if reason is None and self.specializations:
+            reason = describe_change(next(reversed(self.specializations)), key, self._names)
+        if family in self._families and self.dynamic is not False and not guard_failed:
+            self._note_dynamic(reason)
+        elif reason is not None:
             self.recompile_reasons.append(reason)
-            if len(self.specializations) >= self.recompile_limit:
-                return self._past_limit(key, args, reason)
+            counted = len(self._families) if self.dynamic else len(self.specializations)
+            if counted >= self.recompile_limit:
+                return self._past_limit(key, args, kwargs, reason)
             logger.info("recompiling %s (specialization %d of at most %d): %s",
-                        self.__name__, len(self.specializations) + 1, self.recompile_limit, reason)
+                        self.__name__, counted + 1, self.recompile_limit, reason)
         else:
             logger.debug("compiling %s for its first input signature", self.__name__)
         try:
-            runner = self._build(self.fn, args)
+            self.captures += 1
+            spec = self._build(self.fn, args, kwargs)
+        except DataDependentError as exc:
+            if self.fullgraph or self._graph_break is None:
+                raise
+            return self._break(exc, args, kwargs, leaves)
         except (GraphCaptureError, UnsupportedOpError, LoweringError) as exc:
             if self.fallback != "eager":
                 raise
@@ -173,53 +232,68 @@ class CompiledFunction:
                            "running it eagerly for this input signature",
                            self.__name__, type(exc).__name__, exc)
             self._eager_keys.add(key)
-            return self.fn
-        self.specializations[key] = runner
-        return runner
+            return self.fn(*args, **kwargs)
+        self._families.add(family)
+        self.specializations[key] = spec
+        return spec(args, leaves)
 
-    def _past_limit(self, key: Tuple, args: tuple, reason: str) -> Callable[..., Any]:
+    def _note_dynamic(self, reason: str) -> None:
+        if self.dynamic is None:
+            self.dynamic = True  # automatic dynamic: the first size change decides
+        if not self._dynamic_logged:
+            self._dynamic_logged = True
+            logger.info("%s: sizes change between calls (%s); treating sizes as dynamic: each new "
+                        "size is compiled lazily and does not count against the recompile limit",
+                        self.__name__, reason)
+
+    def _break(self, error: Exception, args: tuple, kwargs: Dict[str, Any],
+               leaves: List[Any]) -> Any:
+        """Hand the whole program to the framework's own frontend (a graph break)."""
+        if leaves and getattr(error, "framework", None) is None:
+            error.framework = framework_of(leaves[0])
+        frontend, compiled = self._graph_break(self.fn, error)
+        self.frontend, self.frontend_reason = frontend, f"{type(error).__name__}: {error}"
+        self._frontend_fn = compiled
+        logger.info("%s: graph break (%s); compiling it through the %s frontend with the "
+                    "tensorplay_graph backend (pass fullgraph=True to get the error instead)",
+                    self.__name__, error, frontend)
+        return compiled(*args, **kwargs)
+
+    def _past_limit(self, key: Tuple, args: tuple, kwargs: Dict[str, Any], reason: str) -> Any:
         message = (f"{self.__name__} hit its recompile limit ({self.recompile_limit} "
                    f"specializations); last change: {reason}")
         if self.fallback == "eager":
             logger.warning("%s; options['fallback'] == 'eager': running this input signature "
                            "eagerly", message)
             self._eager_keys.add(key)
-            return self.fn
+            return self.fn(*args, **kwargs)
         raise RecompileLimitError(
-            f"{message}. Fix: keep input shapes/dtypes stable, raise "
-            f"options={{'recompile_limit': N}}, or pass options={{'fallback': 'eager'}} to run "
-            f"new signatures eagerly past the limit")
+            f"{message}. Fix: keep input shapes/dtypes stable, pass dynamic=True when only sizes "
+            f"change, raise options={{'recompile_limit': N}}, or pass options={{'fallback': "
+            f"'eager'}} to run new signatures eagerly past the limit")
 
-    def _bind(self, args: tuple, kwargs: Dict[str, Any]) -> tuple:
-        if self._signature is None:
-            raise TypeError(f"{self.__name__}: cannot bind keyword arguments "
-                            f"{sorted(kwargs)}; pass them positionally")
-        bound = self._signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        if bound.kwargs:
-            raise TypeError(f"{self.__name__}: keyword-only arguments {sorted(bound.kwargs)} are "
-                            f"not supported by compile(); make them positional")
-        return tuple(bound.args)
+    def explain(self) -> str:
+        """Which frontend captured the program and why, and its specializations."""
+        lines = [f"{self.__name__}: frontend {self.frontend}"
+                 + (f" (graph break: {self.frontend_reason})" if self.frontend_reason else ""),
+                 f"  captures: {self.captures}, specializations: {len(self.specializations)}, "
+                 f"dynamic sizes: {bool(self.dynamic)}"]
+        lines += [f"  recompiled: {reason}" for reason in self.recompile_reasons]
+        return "\n".join(lines)
 
     def reset(self) -> None:
         """Drop every specialization (the next call captures again)."""
         self.specializations.clear()
         self.recompile_reasons.clear()
         self._eager_keys.clear()
+        self._families.clear()
 
     def __repr__(self) -> str:
         return (f"<CompiledFunction {self.__name__}: {len(self.specializations)} "
-                f"specialization(s), limit {self.recompile_limit}>")
+                f"specialization(s), limit {self.recompile_limit}, frontend {self.frontend}>")
 
 
 def _positive_int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"options['recompile_limit'] must be a positive int, got {value!r}")
     return value
-
-
-def _signature_or_none(fn: Any) -> Optional[inspect.Signature]:
-    try:
-        return inspect.signature(getattr(fn, "forward", fn))
-    except (TypeError, ValueError):
-        return None

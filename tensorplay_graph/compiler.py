@@ -34,10 +34,11 @@ from __future__ import annotations
 import importlib.util
 import logging
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .autograd_regions import GraphRunner, graph_constants
-from .compiled import CompiledFunction
+from .capture.structure import call_key
+from .compiled import CompiledFunction, Specialization
 from .frameworks import device_type, is_tensor
 from .library.registry import keep_opaque_to_dynamo
 
@@ -50,25 +51,72 @@ BackendSpec = Union[str, Sequence[str]]
 
 
 def compile(fn_or_module: Callable[..., Any], *, backend: BackendSpec = AUTO,
-            options: Optional[Dict[str, Any]] = None, dynamic: bool = False) -> CompiledFunction:
+            options: Optional[Dict[str, Any]] = None, dynamic: Optional[bool] = None,
+            fullgraph: bool = False) -> CompiledFunction:
     """Compile a TensorPlay or torch function / module; capture happens on the first call.
 
     ``backend`` is ``"auto"`` (see :func:`choose_backends`), ``"interpreter"``
     (captured graph, eager dispatch), a backend name, or a list of names in
     preference order; ``options`` is described in this module's docstring.
-    Each new input signature is a new specialization (see ``CompiledFunction``).
+    Each new input signature is a new specialization (see ``CompiledFunction``);
+    ``dynamic=True`` compiles new sizes lazily without counting them against the
+    recompile limit (``None``: automatically after the first size change;
+    ``False``: never). A program that reads tensor data into Python control flow
+    is handed to the framework's own frontend (Dynamo / ``tp.compile``) with this
+    backend; ``fullgraph=True`` raises the capture error instead.
     """
-    if dynamic:
-        raise NotImplementedError(
-            "tensorplay_graph.compile(dynamic=True) is not supported: kernels are specialized "
-            "to static shapes; use dynamic=False (each new shape recompiles, with a limit)")
     options = dict(options or {})
     backends = _requested_backends(backend, options)
 
-    def build(fn: Any, args: tuple) -> GraphRunner:
-        return build_runner(graph_module_of(fn, args), args, backends=backends, options=options)
+    def build(fn: Any, args: tuple, kwargs: Dict[str, Any]) -> Specialization:
+        from .ir import GraphModule
+        if isinstance(fn, GraphModule):
+            if kwargs:
+                raise TypeError("a compiled GraphModule takes its inputs positionally")
+            runner = build_runner(copy_graph_module(fn), args, backends=backends, options=options)
+            return Specialization(runner, flat=False)
+        from .capture import capture_program
+        captured = capture_program(fn, args, kwargs)
+        leaves: list = []
+        call_key(args, kwargs, leaves)
+        runner = build_runner(captured.graph_module, leaves, backends=backends, options=options)
+        return Specialization(runner, captured.guards, captured.output_spec)
 
-    return CompiledFunction(fn_or_module, build, options)
+    def graph_break(fn: Any, error: Exception) -> Any:
+        return framework_frontend(fn, error, backends, options, dynamic)
+
+    return CompiledFunction(fn_or_module, build, options, fullgraph=fullgraph, dynamic=dynamic,
+                            graph_break=graph_break)
+
+
+def framework_frontend(fn: Any, error: Exception, backends: BackendSpec,
+                       options: Dict[str, Any], dynamic: Optional[bool]) -> Tuple[str, Any]:
+    """``(frontend name, fn compiled by its framework's own compiler with our backend)``.
+
+    For a program our capture cannot take whole: Dynamo splits a torch program at
+    data-dependent Python (graph breaks), ``tp.compile`` runs TensorPlay's.
+    """
+    framework = getattr(error, "framework", None) or _framework_of_program(fn)
+    options = dict(options)
+    if backends != AUTO:
+        options.setdefault("backends", list(backends))
+    if framework == "torch":
+        import torch
+        return "dynamo", torch.compile(fn, backend=torch_backend, options=options, dynamic=dynamic)
+    if framework == "tensorplay":
+        import tensorplay
+        return "tensorplay", tensorplay.compile(fn, backend=tensorplay_backend, options=options)
+    raise error
+
+
+def _framework_of_program(fn: Any) -> Optional[str]:
+    """The framework of the module (or the module a bound method belongs to) being compiled."""
+    owner = getattr(fn, "__self__", fn)
+    for name in ("tensorplay", "torch"):
+        module = sys.modules.get(name)
+        if module is not None and isinstance(owner, module.nn.Module):
+            return name
+    return None
 
 
 def choose_backends(device: str) -> List[str]:

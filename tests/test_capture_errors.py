@@ -83,9 +83,17 @@ def test_iteration_with_known_length_is_unrolled(randn):
     assert len(gm.graph.find_nodes(op="call_function", target=__import__("operator").getitem)) == 3
 
 
-def test_varargs_are_refused():
-    message = capture_error(lambda *xs: xs[0], tp.randn(2))
-    assert "*xs" in message and "named parameters" in message
+def test_tracer_trace_refuses_varargs_and_names_the_way_out():
+    with pytest.raises(GraphCaptureError) as info:
+        tpg.Tracer().trace(lambda *xs: xs[0], sample_inputs={})
+    assert "*xs" in str(info.value) and "trace_call" in str(info.value)
+
+
+def test_capture_binds_varargs_as_called():
+    x, y = tp.randn(2), tp.randn(2)
+    gm = tpg.capture(lambda *xs: xs[0] * xs[1], x, y)
+    assert [n.target for n in gm.graph.nodes if n.op == "placeholder"] == ["xs_0", "xs_1"]
+    assert tp.allclose(gm(x, y), x * y)
 
 
 def test_raw_tensorplay_triton_launch_is_refused():
@@ -134,6 +142,6 @@ def test_mixed_framework_inputs_are_refused_with_the_fix():
 def test_capture_is_the_function_after_its_subpackage_is_imported():
     import importlib
     importlib.import_module("tensorplay_graph.capture.importers")
-    from tensorplay_graph.capture import importers, tracer
-    assert callable(tpg.capture) and tpg.capture is tracer.capture
+    from tensorplay_graph.capture import api, importers
+    assert callable(tpg.capture) and tpg.capture is api.capture
     assert callable(importers.import_fx_graph)

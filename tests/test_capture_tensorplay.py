@@ -124,7 +124,7 @@ def test_python_scalars_on_both_sides_and_unary():
     assert len(reflected) == 1 and reflected[0].args[1].name == "x"
 
 
-def test_closure_and_global_tensors_become_constants():
+def test_closure_and_global_tensors_are_read_as_attributes():
     weight = tp.randn(4, 4)
 
     def fn(x):
@@ -132,10 +132,10 @@ def test_closure_and_global_tensors_become_constants():
                 weight.add(x))
     gm = check(fn, tp.randn(4, 4))
     method = gm.graph.find_nodes(op="call_method", target="add")[0]  # real tensor's method
-    assert method.args[0].target == "_const0" and method.args[1].name == "x"
+    assert method.args[0].target == "c_weight" and method.args[1].name == "x"
     consts = targets(gm, "get_attr")
-    assert consts == ["_const0", "_const1"]  # one node per distinct tensor
-    assert gm.graph.find_nodes(op="get_attr", target="_const0")[0].meta["tensor_meta"].shape == (4, 4)
+    assert sorted(consts) == ["c_weight", "g_GLOBAL"]  # one node per distinct tensor, named
+    assert gm.graph.find_nodes(op="get_attr", target="c_weight")[0].meta["tensor_meta"].shape == (4, 4)
 
 
 GLOBAL = tp.randn(4, 4)

@@ -104,16 +104,16 @@ def test_python_scalars_on_both_sides_and_unary():
     assert len(reflected) == 1 and reflected[0].args[1].name == "x"
 
 
-def test_closure_and_global_tensors_become_constants():
+def test_closure_and_global_tensors_are_read_as_attributes():
     weight = torch.randn(4, 4)
 
     def fn(x):
         return weight + x, weight @ x, weight < x, weight[x.abs() >= 0], x * GLOBAL
     gm = check(fn, torch.randn(4, 4))
-    assert targets(gm, "get_attr") == ["_const0", "_const1"]
-    # torch routes `weight + x` to Tensor.add on the real tensor: recorded as a method of the constant
-    add = gm.graph.find_nodes(op="call_method", target="add")[0]
-    assert add.args[0].op == "get_attr"
+    assert sorted(targets(gm, "get_attr")) == ["c_weight", "g_GLOBAL"]
+    # the closure tensor is a proxy while tracing: `weight + x` is recorded on its get_attr node
+    add = gm.graph.find_nodes(op="call_function", target=operator.add)[0]
+    assert add.args[0].op == "get_attr" and add.args[0].target == "c_weight"
     assert len(gm.graph.find_nodes(op="call_function", target=operator.getitem)) == 1
 
 

@@ -7,11 +7,12 @@ and ``iter_proxies()`` let registered custom ops record themselves as one node.
 
 from ..errors import GraphCaptureError
 from .context import capture_call, capturing, iter_proxies
-from .proxy import Proxy
-from .tracer import NO_EXAMPLE, Tracer, capture
+from .proxy import DataDependentError, Proxy
+from .api import Captured, capture, capture_program
+from .tracer import NO_EXAMPLE, Tracer
 
-__all__ = ["GraphCaptureError", "NO_EXAMPLE", "Proxy", "Tracer", "capture", "capture_call",
-           "capturing", "iter_proxies"]
+__all__ = ["Captured", "DataDependentError", "GraphCaptureError", "NO_EXAMPLE", "Proxy", "Tracer",
+           "capture", "capture_call", "capture_program", "capturing", "iter_proxies"]
 
 
 def __dir__() -> list:

@@ -17,6 +17,15 @@ from typing import Any, Iterator
 from ..errors import GraphCaptureError
 from .context import tracer_of, user_source_line
 
+class DataDependentError(GraphCaptureError):
+    """The program reads tensor data into Python (``if x.sum() > 0``, ``.item()``).
+
+    ``tensorplay_graph.compile`` answers it with a graph break: the program is
+    handed to the framework's own frontend (Dynamo, ``tp.compile``), unless
+    ``fullgraph=True``.
+    """
+
+
 #: Sentinel for "this proxy has no example value".
 MISSING = object()
 
@@ -46,7 +55,8 @@ class Proxy:
     >>> gm = tensorplay_graph.capture(lambda x: x.relu() + 1, tp.randn(4))   # doctest: +SKIP
     """
 
-    __slots__ = ("node", "tracer", "example")
+    # __weakref__: modules keep weak references to their weights (TensorPlay's LSTM).
+    __slots__ = ("node", "tracer", "example", "__weakref__")
 
     def __init__(self, node: Any, tracer: Any, example: Any = MISSING) -> None:
         self.node = node
@@ -119,7 +129,7 @@ class Proxy:
     # -- Python control flow and data reads: not capturable ---------------
 
     def __bool__(self) -> bool:
-        raise GraphCaptureError(
+        raise DataDependentError(
             f"data-dependent control flow at {user_source_line()}: Python needs the truth value "
             f"of traced tensor {self.node.name!r}, which is only known at run time. "
             "Use tensorplay.where(cond, a, b) (torch.where for torch) to choose per element, "
@@ -170,7 +180,7 @@ class _Method:
 
 
 def _data_error(proxy: Proxy, what: str) -> GraphCaptureError:
-    return GraphCaptureError(
+    return DataDependentError(
         f"{what} on traced tensor {proxy.node.name!r} at {user_source_line()} reads tensor data "
         f"into Python, which cannot be captured; {_WAY_OUT}")
 

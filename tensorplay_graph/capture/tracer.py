@@ -1,13 +1,16 @@
-"""``Tracer`` and ``capture()``: run a program on proxies and record its graph.
+"""``Tracer``: run a program on proxies and record its graph.
 
 With example inputs the real computation runs alongside the trace: every
 proxy carries its example value, every node gets ``meta["tensor_meta"]``, and
 shape queries answer with real numbers (the graph is specialised to those
-shapes, as an eager run would be). Parameters and buffers of ``nn.Module``
-roots become ``get_attr`` nodes named by qualname (``"fc1.weight"``); any
-other real tensor that meets a proxy (closure or global tensors, tensors
-made inside the program) is lifted to a ``get_attr`` constant ``_const<N>``.
-Submodules are traced through, so ``nn.Linear`` becomes one ``linear`` node.
+shapes, as an eager run would be). Parameters and buffers of every module the
+program reaches become ``get_attr`` nodes named by qualname (``"fc1.weight"``),
+tensors of the function's globals / closure / defaults ``g_<name>`` /
+``c_<name>`` / ``d<i>`` (see ``capture.state``: read at call time, guarded);
+any other real tensor that meets a proxy (tensors made inside the program) is
+lifted to a ``get_attr`` constant ``_const<N>``. Submodules are traced
+through, so ``nn.Linear`` becomes one ``linear`` node. ``capture()`` is in
+``capture.api``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import inspect
 import operator
 import sys
 from contextlib import ExitStack
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import GraphCaptureError
 from ..frameworks import adapter, framework_of, is_tensor, private_copy, tensor_meta
@@ -25,6 +28,8 @@ from ..ir.names import is_identifier, sanitize
 from .context import ACTIVE_TRACER, raise_location, user_location
 from .proxy import MISSING, Proxy
 from .randomness import preserved_rng_state
+from .state import ProgramState, is_module
+from .structure import bind_structure, call_key, output_spec, plain
 
 #: ``example_fn`` value meaning "this node has no example value" (opaque op without a fake).
 NO_EXAMPLE = object()
@@ -38,8 +43,7 @@ class _RetraceWithPrivateExamples(BaseException):
     """
 
 
-def _is_module(value: Any) -> bool:
-    return callable(getattr(value, "forward", None)) and callable(getattr(value, "named_modules", None))
+_is_module = is_module
 
 
 class Tracer:
@@ -68,6 +72,10 @@ class Tracer:
         self.computing_example = 0
         #: Examples are private copies of the inputs, parameters and buffers (see ``trace``).
         self.private_examples = False
+        #: What the program read that must not change between calls (see ``capture.state``).
+        self.guards: list = []
+        #: How to give the graph's plain output back its types (``structure.restore``).
+        self.output_spec: Any = None
 
     # -- recording -------------------------------------------------------
 
@@ -101,6 +109,17 @@ class Tracer:
             self._const_count += 1
         return lifted
 
+    def lifted(self, value: Any) -> Optional[Proxy]:
+        """The proxy a tensor was already lifted to in this trace, if any."""
+        return self._lifted.get(id(value))
+
+    def attr_proxy(self, qualname: str, value: Any) -> Proxy:
+        """A new ``get_attr`` proxy reading ``value`` (``qualname`` made unique)."""
+        base, count = qualname, 1
+        while _sanitized(qualname) in self.attrs:
+            qualname, count = f"{base}_{count}", count + 1
+        return self._get_attr(qualname, value)
+
     def tensor_type(self, proxy: Proxy) -> Optional[type]:
         """The class a proxy stands for, for attribute checks (None if unknown)."""
         if proxy.example is not MISSING:
@@ -108,10 +127,7 @@ class Tracer:
         return adapter(self._framework).tensor_type() if self._framework else None
 
     def _get_attr(self, qualname: str, value: Any) -> Proxy:
-        # Submodule names need not be identifiers (nn.Sequential's "0"); the attribute
-        # table is ours, so store them under identifier atoms ("0.weight" -> "_0.weight").
-        qualname = ".".join(atom if is_identifier(atom) else sanitize(atom)
-                            for atom in qualname.split("."))
+        qualname = _sanitized(qualname)
         node = self.graph.get_attr(qualname)
         node.meta["stack"] = user_location()
         _set_tensor_meta(node, value)
@@ -177,40 +193,60 @@ class Tracer:
         Every parameter not in ``concrete_args`` becomes a placeholder; those
         with an entry in ``sample_inputs`` carry its example value.
         """
+        self.sample_inputs = dict(sample_inputs or {})
+        return self._retrying(root, lambda function: self._signature_inputs(function))
+
+    def trace_call(self, root: Any, args: tuple, kwargs: Dict[str, Any]) -> Any:
+        """Trace ``root(*args, **kwargs)`` exactly as called; return a GraphModule.
+
+        The tensors inside ``args`` / ``kwargs`` (nested tuples, lists, dicts,
+        dataclasses included), in ``structure.call_key`` order, become the
+        placeholders; every other value is seen as is (specialised).
+        """
+        return self._retrying(root, lambda function: self._call_inputs(function, args, kwargs))
+
+    def _retrying(self, root: Any, inputs: Callable[[Any], Tuple[tuple, dict]]) -> Any:
         try:
-            return self._trace(root, sample_inputs)
+            return self._trace(root, inputs)
         except _RetraceWithPrivateExamples:
             # The program writes in place. Example values are computed for real while
             # tracing, so trace again on private copies of the leaves: the writes must not
             # reach the caller's tensors or the module's state. Pure programs (most) share
             # the leaves and cost no copy.
+            samples = self.sample_inputs
             Tracer.__init__(self, self.concrete_args)
+            self.sample_inputs = samples
             self.private_examples = True
-            return self._trace(root, sample_inputs)
+            return self._trace(root, inputs)
 
-    def _trace(self, root: Any, sample_inputs: Optional[Dict[str, Any]]) -> Any:
+    def _trace(self, root: Any, inputs: Callable[[Any], Tuple[tuple, dict]]) -> Any:
         from ..ir.graph_module import GraphModule
 
         self.root = root
-        self.sample_inputs = dict(sample_inputs or {})
         function = root.forward if _is_module(root) else root
         if not callable(function):
             raise TypeError(f"capture() expects a function or module, got {type(root).__name__}")
-        values = self._placeholders(inspect.signature(function))
+        args, kwargs = inputs(function)
         token = ACTIVE_TRACER.set(self)
         try:
             with ExitStack() as stack:
                 # Example values draw real random numbers; the caller's stream stays untouched.
                 stack.enter_context(preserved_rng_state())
-                if sys.modules.get("tensorplay") is not None:
-                    stack.enter_context(adapter("tensorplay").install_hooks())
+                state = ProgramState(self, stack)
+                for name in ("tensorplay", "torch"):
+                    if sys.modules.get(name) is not None:
+                        # Capture hooks; libraries see a compiler tracing (is_compiling());
+                        # modules called during the trace read their state as proxies.
+                        stack.enter_context(adapter(name).tracing(self, state.on_module_call))
                 if sys.modules.get("torch") is not None:
                     # ``torch.rand(3)`` holds no proxy: only a function mode sees it.
                     stack.enter_context(adapter("torch").random_mode(self))
                 if _is_module(root):
-                    self._patch_module_state(root, stack)
-                result = _invoke(function, values)
-                self.graph.output(self._to_node_args(_plain(result)))
+                    state.patch_module(root, "")
+                result = state.rebind(function)(*args, **kwargs)
+                self.output_spec = output_spec(result)
+                self.graph.output(self._to_node_args(plain(result)))
+                self.guards = state.guards
         except RuntimeError as error:
             if type(error).__name__ != "GraphCaptureError" or isinstance(error, GraphCaptureError):
                 raise
@@ -222,50 +258,46 @@ class Tracer:
         self.graph.lint()
         return GraphModule(self.attrs, self.graph)
 
-    def _placeholders(self, signature: inspect.Signature) -> Dict[str, Tuple[inspect.Parameter, Any]]:
-        values = {}
-        for param in signature.parameters.values():
+    def _signature_inputs(self, function: Callable[..., Any]) -> Tuple[tuple, dict]:
+        """One placeholder per parameter of ``function`` (the seed ``Tracer.trace`` contract)."""
+        positional, keyword = [], {}
+        for param in inspect.signature(function).parameters.values():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise GraphCaptureError(
-                    f"cannot capture *{param.name} / **{param.name}: the graph needs a fixed list of "
-                    "inputs; give the function named parameters (or wrap it in a lambda)")
+                    f"cannot capture *{param.name} / **{param.name} with Tracer.trace: it makes "
+                    "one placeholder per named parameter; use Tracer.trace_call(fn, args, kwargs) "
+                    "or tensorplay_graph.capture(fn, *args, **kwargs), which bind the call as made")
             if param.name in self.concrete_args:
-                values[param.name] = (param, self.concrete_args[param.name])
-                continue
-            node = self.graph.placeholder(param.name)
-            example = self.sample_inputs.get(param.name, MISSING)
-            if example is not MISSING and not is_tensor(example):
-                # A non-tensor input is specialised: the program sees the value,
-                # the placeholder only keeps the call signature.
-                values[param.name] = (param, example)
-                continue
-            if example is not MISSING:
-                self._note_framework(example)
-                example = self._example_of(example)
-                _set_tensor_meta(node, example)
-            values[param.name] = (param, Proxy(node, self, example))
-        return values
+                value = self.concrete_args[param.name]
+            else:
+                value = self._placeholder(param.name, self.sample_inputs.get(param.name, MISSING))
+            if param.kind is param.KEYWORD_ONLY:
+                keyword[param.name] = value
+            else:
+                positional.append(value)
+        return tuple(positional), keyword
 
-    def _patch_module_state(self, root: Any, stack: ExitStack) -> None:
-        """Make every parameter and buffer read inside ``forward`` a ``get_attr`` proxy."""
-        patched = []
-        for module_name, module in root.named_modules():
-            state = {**getattr(module, "_parameters", {}), **getattr(module, "_buffers", {})}
-            for attr, value in state.items():
-                if value is None or not is_tensor(value):
-                    continue
-                qualname = f"{module_name}.{attr}" if module_name else attr
-                proxy = self._lifted.get(id(value)) or self._get_attr(qualname, value)
-                patched.append((module, attr, module.__dict__.get(attr, MISSING)))
-                module.__dict__[attr] = proxy
+    def _placeholder(self, name: str, example: Any) -> Any:
+        node = self.graph.placeholder(name)
+        if example is not MISSING and not is_tensor(example):
+            # A non-tensor input is specialised: the program sees the value,
+            # the placeholder only keeps the call signature.
+            return example
+        if example is not MISSING:
+            self._note_framework(example)
+            example = self._example_of(example)
+            _set_tensor_meta(node, example)
+        return Proxy(node, self, example)
 
-        def restore() -> None:
-            for module, attr, previous in reversed(patched):
-                if previous is MISSING:
-                    module.__dict__.pop(attr, None)
-                else:
-                    module.__dict__[attr] = previous
-        stack.callback(restore)
+    def _call_inputs(self, function: Callable[..., Any], args: tuple,
+                     kwargs: Dict[str, Any]) -> Tuple[tuple, dict]:
+        leaves: list = []
+        call_key(args, kwargs, leaves)
+        _, _, names = bind_structure(args, kwargs, leaves, _positional_names(function, len(args)))
+        proxies = [self._placeholder(_placeholder_name(name), leaf)
+                   for name, leaf in zip(names, leaves)]
+        new_args, new_kwargs, _ = bind_structure(args, kwargs, proxies, [])
+        return new_args, new_kwargs
 
     def _erase_unused_attrs(self) -> None:
         """Drop unread parameters, and items that torch's index parsing probed but never used."""
@@ -277,58 +309,6 @@ class Tracer:
                 self.graph.erase_node(node)
             elif node.op == "call_function" and node.target is operator.getitem:
                 self.graph.erase_node(node)
-
-
-def capture(fn_or_module: Any, *example_inputs: Any) -> Any:
-    """Capture ``fn_or_module`` into a GraphModule, running it on ``example_inputs`` alongside.
-
-    Example inputs bind to the leading parameters; later parameters with a
-    default are baked in with that default. Without example inputs the graph
-    is recorded symbolically (no ``tensor_meta``; shape queries become nodes).
-
-    >>> import tensorplay as tp, tensorplay_graph as tpg
-    >>> gm = tpg.capture(lambda x, y: (x @ y).relu() + 1, tp.randn(4, 8), tp.randn(8, 2))
-    >>> [n.op for n in gm.graph.nodes]
-    ['placeholder', 'placeholder', 'call_function', 'call_method', 'call_function', 'output']
-    """
-    function = fn_or_module.forward if _is_module(fn_or_module) else fn_or_module
-    all_params = inspect.signature(function).parameters.values()
-    params = [p for p in all_params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    varargs = any(p.kind is p.VAR_POSITIONAL for p in all_params)
-    if len(example_inputs) > len(params) and not varargs:  # varargs: trace() explains the refusal
-        raise TypeError(f"capture() got {len(example_inputs)} example inputs for "
-                        f"{len(params)} positional parameters of {getattr(function, '__name__', function)}")
-    samples = {param.name: value for param, value in zip(params, example_inputs)}
-    _check_one_framework(samples)
-    concrete = {}
-    if example_inputs:
-        concrete = {p.name: p.default for p in params[len(example_inputs):]
-                    if p.default is not p.empty}
-    return Tracer(concrete_args=concrete).trace(fn_or_module, sample_inputs=samples)
-
-
-def _check_one_framework(samples: Dict[str, Any]) -> None:
-    """One program, one tensor library: mixed inputs would fail deep inside an op."""
-    seen = {}
-    for name, value in samples.items():
-        framework = framework_of(value)
-        if framework is not None:
-            seen.setdefault(framework, name)
-    if len(seen) > 1:
-        where = ", ".join(f"{name!r} is a {framework} tensor" for framework, name in seen.items())
-        raise GraphCaptureError(
-            f"example inputs mix tensor libraries ({where}); a program runs on one of them. "
-            "Convert without copying: torch.from_dlpack(t) or tensorplay.from_dlpack(t)")
-
-
-def _invoke(function: Callable[..., Any], values: Dict[str, Tuple[inspect.Parameter, Any]]) -> Any:
-    positional, keyword = [], {}
-    for param, value in values.values():
-        if param.kind is param.KEYWORD_ONLY:
-            keyword[param.name] = value
-        else:
-            positional.append(value)
-    return function(*positional, **keyword)
 
 
 def _examples(value: Any) -> Any:
@@ -351,15 +331,29 @@ def _examples(value: Any) -> Any:
     return value
 
 
-def _plain(value: Any) -> Any:
-    """Output structure with named tuples (``return_types``) flattened to tuples."""
-    if isinstance(value, tuple):
-        return tuple(_plain(item) for item in value)
-    if isinstance(value, list):
-        return [_plain(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    return value
+def _positional_names(function: Callable[..., Any], count: int) -> List[str]:
+    """Names for the first ``count`` positional arguments of a call of ``function``."""
+    try:
+        params = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names: List[str] = []
+    for param in params:
+        if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+            names.append(param.name)
+        elif param.kind is param.VAR_POSITIONAL:
+            names += [f"{param.name}_{i}" for i in range(count - len(names))]
+    return names[:count]
+
+
+def _placeholder_name(path: str) -> str:
+    return sanitize(path.strip("_") or "input")
+
+
+def _sanitized(qualname: str) -> str:
+    # Submodule names need not be identifiers (nn.Sequential's "0"); the attribute
+    # table is ours, so store them under identifier atoms ("0.weight" -> "_0.weight").
+    return ".".join(atom if is_identifier(atom) else sanitize(atom) for atom in qualname.split("."))
 
 
 def _set_tensor_meta(node: Any, example: Any) -> None:

@@ -71,10 +71,16 @@ def resolve_function(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -
         if name in _TENSOR_OPERATORS:
             return "operator", _TENSOR_OPERATORS[name], tuple(args), {}
         return "call_method", name, tuple(args), dict(kwargs)
-    if getattr(func, "__module__", None) == "tensorplay.functional":
+    module = getattr(func, "__module__", None) or ""
+    if module == "tensorplay.functional":
         public = _bind_public(func, args, kwargs)
         if public is not None:
             return "call_function", func, public[0], public[1]
+    elif module.startswith("tensorplay.") and inspect.isfunction(func):
+        # A Python-level function handing itself over (``F.scaled_dot_product_attention``
+        # with its public argument names): replay it, not the same-named native function,
+        # whose signature differs (the native one has no ``attn_mask``).
+        return "call_function", func, tuple(args), dict(kwargs)
     native = getattr(tensorplay._C, name, None) if name else None
     target = native if callable(native) else func
     return "call_function", target, tuple(args), dict(kwargs)
@@ -182,8 +188,57 @@ def install_hooks() -> Iterator[None]:
                 _restore()
 
 
+@contextmanager
+def tracing(tracer: Any, on_module_call: Any) -> Iterator[None]:
+    """Everything a trace of ``tracer`` needs from TensorPlay, for its duration.
+
+    The capture hooks (:func:`install_hooks`); ``tensorplay.compiler.is_compiling()``
+    True in this context only (a ContextVar: other threads are unaffected), as under
+    ``tp.compile``; and every module called during the trace handed to
+    ``on_module_call`` before its forward runs (a global forward pre-hook that
+    ignores calls from other contexts).
+    """
+    from tensorplay.nn.modules import module as nn_module
+
+    def pre_hook(module: Any, args: Any) -> None:
+        if context.ACTIVE_TRACER.get() is tracer:
+            on_module_call(module)
+
+    compiling = getattr(sys.modules.get("tensorplay.compiler"), "_compiling", None)
+    token = compiling.set(True) if compiling is not None else None
+    handle = nn_module.register_module_forward_pre_hook(pre_hook)
+    try:
+        with install_hooks():
+            yield
+    finally:
+        handle.remove()
+        if token is not None:
+            compiling.reset(token)
+
+
+def _none_or_dtype(input: Any) -> Any:
+    """``tensorplay.nn.functional._none_or_dtype`` that also answers for a proxy.
+
+    The original checks ``isinstance(input, Tensor)``, which a proxy is not, so
+    ``TransformerEncoderLayer(src, src_mask)`` would fail under capture.
+    """
+    if type(input) is Proxy:
+        return input.dtype
+    return _none_or_dtype.original(input)
+
+
+def _proxy_aware_sites() -> List[Tuple[Any, str, Any]]:
+    """TensorPlay helpers that type-check their tensor argument, replaced while tracing."""
+    functional = sys.modules.get("tensorplay.nn.functional")
+    original = getattr(functional, "_none_or_dtype", None)
+    if original is None:
+        return []
+    _none_or_dtype.original = original
+    return [(functional, "_none_or_dtype", _none_or_dtype)]
+
+
 def _install() -> None:
-    for module, attr, replacement in _capture_sites() + _random_sites():
+    for module, attr, replacement in _capture_sites() + _random_sites() + _proxy_aware_sites():
         _saved.append((module, attr, module.__dict__[attr]))
         setattr(module, attr, replacement)
     tensor_base = tensorplay._C.TensorBase

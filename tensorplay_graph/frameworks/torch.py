@@ -10,6 +10,7 @@ calls on the lifted tensor.
 from __future__ import annotations
 
 import operator
+import threading
 import warnings
 from contextlib import contextmanager
 from functools import lru_cache
@@ -18,6 +19,7 @@ from typing import Any, Dict, FrozenSet, Iterator, Tuple
 import torch
 from torch.overrides import TorchFunctionMode
 
+from ..capture import context
 from ..capture.randomness import record_random, should_record
 
 _DUNDER_OPERATORS = {
@@ -52,6 +54,52 @@ def resolve_function(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -
             return "operator", reflected, (args[1], args[0]), {}
         return "call_method", name, tuple(args), dict(kwargs)
     return "call_function", func, tuple(args), dict(kwargs)
+
+
+# -- what libraries see while a trace runs -------------------------------------
+
+_flag_lock = threading.Lock()
+_flag_depth = 0
+_original_is_compiling: Any = None
+
+
+def _is_compiling() -> bool:
+    """``torch.compiler.is_compiling()``, True also inside a tensorplay_graph trace."""
+    return context.capturing() or _original_is_compiling()
+
+
+@contextmanager
+def tracing(tracer: Any, on_module_call: Any) -> Iterator[None]:
+    """What a trace of ``tracer`` needs from torch, for its duration.
+
+    ``torch.compiler.is_compiling()`` (and so ``torch._dynamo.is_compiling()`` and
+    transformers' ``is_torchdynamo_compiling()`` / ``is_tracing()``) answers True in
+    this context, so libraries take their trace-friendly branches as under Dynamo.
+    The function is replaced while any trace runs, but answers True only where
+    ``capturing()`` is (a ContextVar): other threads see torch's own answer. Code that
+    bound the function before (``from torch.compiler import is_compiling``) is not
+    reached. Every module called during the trace goes to ``on_module_call`` first.
+    """
+    global _flag_depth, _original_is_compiling
+
+    def pre_hook(module: Any, args: Any) -> None:
+        if context.ACTIVE_TRACER.get() is tracer:
+            on_module_call(module)
+
+    with _flag_lock:
+        if _flag_depth == 0:
+            _original_is_compiling = torch.compiler.is_compiling
+            torch.compiler.is_compiling = _is_compiling
+        _flag_depth += 1
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(pre_hook)
+    try:
+        yield
+    finally:
+        handle.remove()
+        with _flag_lock:
+            _flag_depth -= 1
+            if _flag_depth == 0:
+                torch.compiler.is_compiling = _original_is_compiling
 
 
 # -- random calls without a traced argument -----------------------------------

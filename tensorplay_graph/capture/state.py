@@ -1,0 +1,215 @@
+"""Program state read at call time: parameters, buffers, global and closure tensors.
+
+A captured graph must never freeze what the caller can change between calls.
+While a trace runs:
+
+- every parameter and buffer of every module the program reaches (the root
+  module, modules held by closures, globals, default arguments or bound
+  methods, and any module *called* during the trace) reads as a ``get_attr``
+  proxy, so expressions over parameters are recorded, not computed once;
+- tensors held by the function's globals, closure cells and defaults read as
+  ``get_attr`` proxies too, through a copy of the function (its globals dict
+  and cells are never written: other threads keep seeing the real values).
+
+Each such read is also a :class:`Guard`: the container it came from (a
+module's ``_parameters``, a globals dict, a cell) must still hold the same
+object on the next call, else ``CompiledFunction`` captures again (torch.compile
+guards the same things). In-place updates (``weight.add_``, optimizer steps)
+need no guard: the graph reads the very tensor.
+
+Limits: a module's ``__dict__`` is patched while its forward runs under the
+trace (as torch.fx does), visible to other threads using the same module
+object meanwhile; globals read by *other* functions the program calls are
+not guarded (modules they call are still read at call time).
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from contextlib import ExitStack
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ..frameworks import is_tensor
+from .proxy import MISSING
+
+#: ``(container, key, expected)``: ``container`` is a dict or a cell (key ``None``).
+Guard = Tuple[Any, Any, Any]
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+
+
+def is_module(value: Any) -> bool:
+    """A TensorPlay or torch ``nn.Module`` (duck-typed: no framework import)."""
+    return (not isinstance(value, type) and callable(getattr(value, "forward", None))
+            and callable(getattr(value, "named_modules", None)))
+
+
+def guard_fails(guards: List[Guard]) -> Optional[str]:
+    """The first guard that no longer holds, described; ``None`` if all hold."""
+    for container, key, expected in guards:
+        current = container.get(key, MISSING) if key is not None else _cell_value(container)
+        if current is expected:
+            continue
+        if isinstance(expected, _SCALARS) and type(current) is type(expected) and current == expected:
+            continue
+        what = f"{key!r}" if key is not None else "a closure variable"
+        return f"{what} now holds another object (was {_short(expected)}, now {_short(current)})"
+    return None
+
+
+def _cell_value(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return MISSING
+
+
+def _short(value: Any) -> str:
+    if is_tensor(value):
+        return f"a tensor of shape {tuple(value.shape)} at {id(value):#x}"
+    return f"{type(value).__name__} at {id(value):#x}" if not isinstance(value, _SCALARS) \
+        else repr(value)
+
+
+class ProgramState:
+    """Patches the state a trace reads and records the guards; one per trace."""
+
+    def __init__(self, tracer: Any, stack: ExitStack) -> None:
+        self.tracer = tracer
+        self.guards: List[Guard] = []
+        self._patched: set = set()
+        self._restore: List[Tuple[Any, str, Any]] = []
+        self._root_globals: Optional[Dict[str, Any]] = None
+        self._rebinding: set = set()
+        stack.callback(self._undo)
+
+    # -- modules ----------------------------------------------------------------------
+    def patch_module(self, module: Any, prefix: str) -> None:
+        """Every parameter / buffer of ``module`` (and its submodules) as a get_attr proxy."""
+        for name, sub in module.named_modules():
+            if id(sub) in self._patched:
+                continue
+            self._patched.add(id(sub))
+            owner = f"{prefix}.{name}" if prefix and name else (prefix or name)
+            for child_name, child in getattr(sub, "_modules", {}).items():
+                self.guards.append((sub._modules, child_name, child))
+            for table in ("_parameters", "_buffers"):
+                state = getattr(sub, table, None) or {}
+                for attr, value in state.items():
+                    self.guards.append((state, attr, value))
+                    if value is None or not is_tensor(value):
+                        continue
+                    qualname = f"{owner}.{attr}" if owner else attr
+                    proxy = self._proxy(value, qualname)
+                    self._restore.append((sub, attr, sub.__dict__.get(attr, MISSING)))
+                    sub.__dict__[attr] = proxy
+
+    def on_module_call(self, module: Any) -> None:
+        """A module called during the trace that no scan found: read its state too."""
+        if id(module) not in self._patched:
+            self.patch_module(module, f"_called{len(self._patched)}")
+
+    def _undo(self) -> None:
+        for module, attr, previous in reversed(self._restore):
+            if previous is MISSING:
+                module.__dict__.pop(attr, None)
+            else:
+                module.__dict__[attr] = previous
+        self._restore.clear()
+
+    # -- functions ----------------------------------------------------------------------
+    def rebind(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """``function`` with the tensors of its globals / cells / defaults read as proxies,
+        after patching the modules they hold (the function object itself is not changed)."""
+        if isinstance(function, functools.partial):
+            inner = self.rebind(function.func)
+            return functools.partial(inner, *function.args, **function.keywords)
+        if isinstance(function, types.MethodType):
+            if is_module(function.__self__):
+                self.patch_module(function.__self__, "")
+            inner = self.rebind(function.__func__)
+            return types.MethodType(inner, function.__self__) if inner is not function.__func__ \
+                else function
+        if not isinstance(function, types.FunctionType):
+            return function
+        code, namespace = function.__code__, function.__globals__
+        if self._root_globals is None:
+            self._root_globals = namespace
+            self._rebinding.add(id(function))
+        new_globals: Optional[Dict[str, Any]] = None
+        for name in _global_names(code):
+            value = namespace.get(name, MISSING)
+            replacement = self._read(value, f"g_{name}")
+            if replacement is MISSING:
+                continue
+            self.guards.append((namespace, name, value))
+            if replacement is not value:
+                if new_globals is None:
+                    new_globals = dict(namespace)
+                new_globals[name] = replacement
+        cells = function.__closure__ or ()
+        new_cells = []
+        for name, cell in zip(code.co_freevars, cells):
+            value = _cell_value(cell)
+            replacement = self._read(value, f"c_{name}")
+            if replacement is not MISSING:
+                self.guards.append((cell, None, value))
+            new_cells.append(types.CellType(replacement) if replacement is not MISSING
+                             and replacement is not value else cell)
+        defaults = self._read_all(function.__defaults__ or (), "d")
+        changed = (new_globals is not None or any(a is not b for a, b in zip(new_cells, cells))
+                   or defaults is not None)
+        if not changed:
+            return function
+        copy = types.FunctionType(code, new_globals if new_globals is not None else namespace,
+                                  function.__name__,
+                                  defaults if defaults is not None else function.__defaults__,
+                                  tuple(new_cells) or None)
+        copy.__kwdefaults__ = function.__kwdefaults__
+        copy.__dict__.update(function.__dict__)
+        return copy
+
+    def _read(self, value: Any, name: str) -> Any:
+        """What a trace should see for a captured value: a proxy for a tensor, the module
+        itself (patched) for a module, MISSING for values nothing needs to guard."""
+        if is_tensor(value):
+            return self._proxy(value, name)
+        if is_module(value):
+            self.patch_module(value, name)
+            return value
+        if isinstance(value, types.FunctionType) and value.__globals__ is self._root_globals \
+                and id(value) not in self._rebinding:
+            # The user's own helpers (same module as the program) get the same treatment.
+            self._rebinding.add(id(value))
+            return self.rebind(value)
+        if isinstance(value, _SCALARS):
+            return value
+        return MISSING
+
+    def _proxy(self, value: Any, name: str) -> Any:
+        """The ``get_attr`` proxy of a tensor: one per tensor (tied weights share it)."""
+        lifted = self.tracer.lifted(value)  # never ``or``: the truth value of a proxy is data
+        return lifted if lifted is not None else self.tracer.attr_proxy(name, value)
+
+    def _read_all(self, values: tuple, prefix: str) -> Optional[tuple]:
+        new = tuple(self._proxy(v, f"{prefix}{i}") if is_tensor(v) else v
+                    for i, v in enumerate(values))
+        for value in values:
+            if is_module(value):
+                self.patch_module(value, f"{prefix}_module")
+        return new if any(a is not b for a, b in zip(new, values)) else None
+
+
+def _global_names(code: types.CodeType) -> List[str]:
+    """Names ``code`` (and the functions and comprehensions defined in it) may read as globals."""
+    names: List[str] = []
+    seen = set()
+    todo = [code]
+    while todo:
+        current = todo.pop()
+        for name in current.co_names:
+            if name not in seen:
+                seen.add(name)
+                names.append(name)
+        todo.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
+    return names

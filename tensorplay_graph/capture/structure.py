@@ -1,0 +1,184 @@
+"""Calls and results as flat tensor lists plus a structure (a small pytree).
+
+``tensorplay_graph.compile`` passes the caller's ``args`` / ``kwargs`` exactly
+as given; the captured graph takes the tensors among them, flattened in a
+fixed order, as its placeholders. :func:`call_key` walks a call once, collecting
+those tensors and a hashable key (the structure, every non-tensor value, each
+tensor's shape / dtype / device / stride / requires_grad) that selects the
+specialization. Results go the other way: the graph returns plain nested
+tuples / lists / dicts and :func:`output_spec` / :func:`restore` give them back
+their types (named tuples, dataclasses, transformers ``ModelOutput``).
+
+>>> leaves = []; key = call_key((x, [y, 2]), {"mask": None}, leaves)   # doctest: +SKIP
+>>> leaves == [x, y]                                                    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..frameworks import framework_of
+
+#: Values keyed (and baked into the capture) by value.
+SCALARS = (bool, int, float, complex, str, bytes, type(None))
+#: Field order of a tensor's key after ``("tensor", framework, ...)``.
+TENSOR_FIELDS = ("shape", "dtype", "device", "stride", "requires_grad")
+
+# type -> framework name (or None): one dict hit per value on the call path.
+_FRAMEWORK_OF_TYPE: Dict[type, Optional[str]] = {}
+
+
+def framework_of_type(value: Any) -> Optional[str]:
+    """``framework_of(value)``, cached per type."""
+    cls = type(value)
+    try:
+        return _FRAMEWORK_OF_TYPE[cls]
+    except KeyError:
+        framework = framework_of(value)
+        if framework is not None or cls.__module__.split(".")[0] not in ("tensorplay", "torch"):
+            # Only cache negatives for types no framework can claim later on import.
+            _FRAMEWORK_OF_TYPE[cls] = framework
+        return framework
+
+
+def tensor_key(value: Any, framework: str) -> Tuple:
+    """Key of one tensor: the framework's own hashable shape, dtype and device objects."""
+    return ("tensor", framework, value.shape, value.dtype, value.device, value.stride(),
+            value.requires_grad)
+
+
+def is_namedtuple(value: Any) -> bool:
+    return isinstance(value, tuple) and hasattr(type(value), "_fields")
+
+
+def is_dataclass_instance(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+def value_key(value: Any, leaves: List[Any]) -> Any:
+    """Key of one value; appends the tensors inside it to ``leaves`` in key order."""
+    framework = framework_of_type(value)
+    if framework is not None:
+        leaves.append(value)
+        return tensor_key(value, framework)
+    if isinstance(value, SCALARS):
+        return (type(value).__name__, value)
+    if isinstance(value, (tuple, list)):
+        kind = type(value) if is_namedtuple(value) else type(value).__name__
+        return (kind, tuple([value_key(item, leaves) for item in value]))
+    if is_dataclass_instance(value):
+        fields = dataclasses.fields(value)
+        return (type(value), tuple([(f.name, value_key(getattr(value, f.name), leaves))
+                                    for f in fields]))
+    if isinstance(value, dict):
+        return ("dict", tuple([(k, value_key(v, leaves)) for k, v in value.items()]))
+    # Any other object is baked into the capture as a constant: key on identity.
+    return ("object", type(value).__qualname__, id(value))
+
+
+def call_key(args: tuple, kwargs: Dict[str, Any], leaves: List[Any]) -> Tuple:
+    """Key of a whole call; the tensors of ``args`` then ``kwargs`` go to ``leaves``."""
+    key = tuple([value_key(arg, leaves) for arg in args])
+    if kwargs:
+        key += (("kwargs", tuple([(name, value_key(v, leaves)) for name, v in kwargs.items()])),)
+    return key
+
+
+def replace_tensors(value: Any, new: List[Any], names: Optional[List[str]] = None,
+                    path: str = "") -> Any:
+    """``value`` with its tensors replaced, in :func:`value_key` order, by ``new.pop()``
+    (pass the replacements reversed); ``names`` collects each tensor's path."""
+    if framework_of_type(value) is not None:
+        if names is not None:
+            names.append(path)
+        return new.pop()
+    if isinstance(value, (tuple, list)):
+        items = [replace_tensors(item, new, names, f"{path}_{i}") for i, item in enumerate(value)]
+        if is_namedtuple(value):
+            return type(value)(*items)
+        return items if isinstance(value, list) else tuple(items)
+    if is_dataclass_instance(value):
+        changes = {f.name: replace_tensors(getattr(value, f.name), new, names, f"{path}_{f.name}")
+                   for f in dataclasses.fields(value)}
+        return _rebuild_dataclass(type(value), changes)
+    if isinstance(value, dict):
+        return {k: replace_tensors(v, new, names, f"{path}_{k}") for k, v in value.items()}
+    return value
+
+
+def bind_structure(args: tuple, kwargs: Dict[str, Any], new: List[Any],
+                   arg_names: List[str]) -> Tuple[tuple, Dict[str, Any], List[str]]:
+    """``(args, kwargs)`` with their tensors replaced by ``new`` (in leaf order), and the
+    leaves' names (``input_ids``, ``past_0_1``), for placeholders."""
+    stack = list(reversed(new))
+    names: List[str] = []
+    new_args = tuple(replace_tensors(arg, stack, names,
+                                     arg_names[i] if i < len(arg_names) else f"arg{i}")
+                     for i, arg in enumerate(args))
+    new_kwargs = {name: replace_tensors(v, stack, names, name) for name, v in kwargs.items()}
+    return new_args, new_kwargs, names
+
+
+# -- outputs --------------------------------------------------------------------------
+
+def plain(value: Any) -> Any:
+    """Output structure the graph can return: named tuples -> tuples, dataclasses -> dicts."""
+    if isinstance(value, (tuple, list)):
+        items = [plain(item) for item in value]
+        return items if isinstance(value, list) else tuple(items)
+    if is_dataclass_instance(value):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    return value
+
+
+def output_spec(value: Any) -> Any:
+    """How to give :func:`plain` output back its types; ``None`` where nothing changes."""
+    if isinstance(value, (tuple, list)):
+        children = [output_spec(item) for item in value]
+        if is_namedtuple(value):
+            return ("namedtuple", type(value), children)
+        return (type(value).__name__, children) if any(c is not None for c in children) else None
+    if is_dataclass_instance(value):
+        names = [f.name for f in dataclasses.fields(value)]
+        return ("dataclass", type(value), names, [output_spec(getattr(value, n)) for n in names])
+    if isinstance(value, dict):
+        children = {key: output_spec(item) for key, item in value.items()}
+        if type(value) is not dict:
+            return ("mapping", type(value), children)
+        return ("dict", children) if any(c is not None for c in children.values()) else None
+    return None
+
+
+def restore(spec: Any, value: Any) -> Any:
+    """Rebuild the typed output from the graph's plain output (see :func:`output_spec`)."""
+    if spec is None:
+        return value
+    kind = spec[0]
+    if kind == "namedtuple":
+        return spec[1](*[restore(s, v) for s, v in zip(spec[2], value)])
+    if kind in ("tuple", "list"):
+        items = [restore(s, v) for s, v in zip(spec[1], value)]
+        return items if kind == "list" else tuple(items)
+    if kind == "dataclass":
+        _, cls, names, children = spec
+        return _rebuild_dataclass(cls, {n: restore(s, value[n]) for n, s in zip(names, children)})
+    if kind == "mapping":
+        return spec[1]({k: restore(s, value[k]) for k, s in spec[2].items()})
+    return {k: restore(s, value[k]) for k, s in spec[1].items()}
+
+
+def _rebuild_dataclass(cls: type, values: Dict[str, Any]) -> Any:
+    """``cls(**init fields)``, then the other fields set directly.
+
+    Through ``__init__`` so that ``__post_init__`` runs: transformers' ``ModelOutput``
+    fills its dict entries (non-None fields) there.
+    """
+    init = {f.name for f in dataclasses.fields(cls) if f.init}
+    obj = cls(**{k: v for k, v in values.items() if k in init})
+    for name, item in values.items():
+        if name not in init:
+            object.__setattr__(obj, name, item)
+    return obj

@@ -1,0 +1,109 @@
+"""Data-dependent Python: compile() hands the program to the framework's frontend (graph break).
+
+Also: while our capture runs, libraries see a compiler tracing (``is_compiling()``).
+"""
+
+import logging
+import threading
+
+import numpy as np
+import pytest
+
+tp = pytest.importorskip("tensorplay")
+torch = pytest.importorskip("torch")
+
+import tensorplay_graph as tpg  # noqa: E402
+from tensorplay_graph import GraphCaptureError  # noqa: E402
+
+FRAMEWORKS = {"tensorplay": tp, "torch": torch}
+FRONTENDS = {"tensorplay": "tensorplay", "torch": "dynamo"}
+
+
+def assert_close(got, want):
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def branchy(x):
+    if x.sum() > 0:
+        return x * 2 + 1
+    return x - 1
+
+
+def reads_item(x):
+    return x * int(x.abs().max().item() > 1.0) + 1
+
+
+def contains(ids):
+    # transformers' pad-token warning helper does exactly this
+    if 3 in ids[:, [-1, 0]]:
+        return ids * 2
+    return ids + 1
+
+
+@pytest.mark.parametrize("fw", ["tensorplay", "torch"])
+def test_data_dependent_branch_compiles_through_the_frontend(fw, caplog):
+    lib = FRAMEWORKS[fw]
+    caplog.set_level(logging.INFO, logger="tensorplay_graph.compile")
+    compiled = tpg.compile(branchy)
+    positive, negative = lib.ones(4), -lib.ones(4)
+    for x in (positive, negative, positive):
+        assert_close(compiled(x), branchy(x))
+    assert compiled.frontend == FRONTENDS[fw]
+    assert "data-dependent control flow" in compiled.frontend_reason
+    assert FRONTENDS[fw] in compiled.explain() and "graph break" in compiled.explain()
+    assert any("graph break" in r.getMessage() for r in caplog.records if r.levelno == logging.INFO)
+
+
+@pytest.mark.parametrize("program", [reads_item, contains])
+def test_item_and_membership_tests_break_the_graph(program):
+    # interpreter: the Dynamo graph of reads_item holds an `item` node, which lowering of
+    # the Dynamo path does not take yet (the importer's area); the switch is what is tested
+    compiled = tpg.compile(program, backend="interpreter")
+    if program is contains:
+        inputs = [torch.tensor([[3, 1], [2, 2]]), torch.tensor([[1, 1], [2, 2]])]
+    else:
+        inputs = [torch.full((3,), 2.0), torch.full((3,), 0.5)]
+    for x in inputs:
+        assert_close(compiled(x), program(x))
+    assert compiled.frontend == "dynamo"
+
+
+@pytest.mark.parametrize("fw", ["tensorplay", "torch"])
+def test_fullgraph_keeps_the_strict_error(fw):
+    compiled = tpg.compile(branchy, fullgraph=True)
+    with pytest.raises(GraphCaptureError, match="data-dependent control flow"):
+        compiled(FRAMEWORKS[fw].ones(4))
+
+
+def test_is_compiling_is_true_only_inside_our_capture_and_only_in_its_thread():
+    seen_elsewhere = []
+    started, release = threading.Event(), threading.Event()
+
+    def other_thread():
+        started.set()
+        release.wait(5)
+        seen_elsewhere.append(torch.compiler.is_compiling())
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    started.wait(5)
+
+    def program(x):
+        release.set()
+        thread.join(5)  # the other thread asks while our capture runs
+        flags = (torch.compiler.is_compiling(), torch._dynamo.is_compiling())
+        return x * 2 if all(flags) else x * 3
+
+    x = torch.ones(2)
+    assert_close(tpg.compile(program)(x), x * 2)
+    assert seen_elsewhere == [False]
+    assert not torch.compiler.is_compiling()
+
+
+def test_tensorplay_is_compiling_inside_capture():
+    def program(x):
+        return x * 2 if tp.compiler.is_compiling() else x * 3
+
+    x = tp.ones(2)
+    assert_close(tpg.compile(program)(x), x * 2)
+    assert not tp.compiler.is_compiling()
