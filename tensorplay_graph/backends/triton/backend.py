@@ -92,7 +92,9 @@ class TritonBackend:
                     return f"operand {key}={value.name} is not a single tensor"
                 if vm.dtype not in TL_DTYPES:
                     return f"operand {key}={value.name} has dtype {vm.dtype}, no Triton type"
-                if vm.device != tm.device and (vm.ndim or vm.device_type != "cpu"):
+                # Device types only: metas spell one device "cpu" or "cpu:0"; the launch
+                # guard (plan.operand_mover) compares exact devices.
+                if vm.device_type != tm.device_type and (vm.ndim or vm.device_type != "cpu"):
                     return (f"operand {key}={value.name} is on {vm.device}, the result on "
                             f"{tm.device}: a kernel reads one device (a 0-d CPU tensor, read "
                             f"as a scalar, is the exception)")
