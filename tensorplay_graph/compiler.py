@@ -23,7 +23,13 @@ Options (one dict, shared by all three entry points):
                     backend's ``CudaGraphRunner``; CUDA inputs only). Outputs are
                     static buffers overwritten by the next call, as in Inductor
 ``backend_options`` ``{backend name: {option: value}}`` for ``backend.configure``
+``shape_cache_size`` lowered programs kept per shape-generic graph (16; see
+                    :mod:`tensorplay_graph.dynamic_shapes`)
 ==================  ===============================================================
+
+Dynamo's symbolic graphs (``dynamic=True``, automatic dynamic) are imported
+without specializing a size, so Dynamo keeps one graph for every length; our
+runner lowers them per concrete signature (:mod:`tensorplay_graph.dynamic_shapes`).
 
 Autograd: see :mod:`tensorplay_graph.autograd_regions` -- when grad is needed
 the captured graph runs through eager dispatch, so gradients equal eager.
@@ -138,12 +144,17 @@ def choose_backends(device: str) -> List[str]:
 
 
 def build_runner(gm: Any, example_inputs: Sequence[Any], *, backends: BackendSpec = AUTO,
-                 options: Optional[Dict[str, Any]] = None) -> GraphRunner:
+                 options: Optional[Dict[str, Any]] = None,
+                 shape_generic: Optional[bool] = None) -> GraphRunner:
     """A :class:`GraphRunner` for a captured/imported GraphModule.
 
     Lowering is deferred to the first call that does not need autograd; its
-    inputs stand in as example inputs for the pipeline.
+    inputs stand in as example inputs for the pipeline. ``shape_generic``
+    (default: whether ``gm`` records symbolic sizes) lowers a copy of ``gm`` per
+    concrete input signature instead of once (:mod:`.dynamic_shapes`).
     """
+    from .dynamic_shapes import DEFAULT_SHAPE_CACHE, ShapeSpecializingProgram, is_symbolic_graph
+    from .dynamic_shapes import specialize
     options = dict(options or {})
     if backends == AUTO:
         backends = choose_backends(_device_of(example_inputs))
@@ -152,10 +163,19 @@ def build_runner(gm: Any, example_inputs: Sequence[Any], *, backends: BackendSpe
         logger.debug("no backend chosen: the captured graph runs through eager dispatch")
         return GraphRunner(gm, None, graph_constants(gm))
 
-    def lower(args: tuple) -> Callable[..., Any]:
-        return lower_graph(copy_graph_module(gm), args, names, options)
+    if shape_generic is None:
+        shape_generic = is_symbolic_graph(gm)
+    if not shape_generic:
+        def lower(args: tuple) -> Callable[..., Any]:
+            return lower_graph(copy_graph_module(gm), args, names, options)
+        return GraphRunner(gm, lower, graph_constants(gm))
 
-    return GraphRunner(gm, lower, graph_constants(gm))
+    def lower_for(args: tuple) -> Callable[..., Any]:
+        return lower_graph(specialize(copy_graph_module(gm), args), args, names, options)
+
+    limit = options.get("shape_cache_size", DEFAULT_SHAPE_CACHE)
+    return GraphRunner(gm, lambda args: ShapeSpecializingProgram(lower_for, limit),
+                       graph_constants(gm))
 
 
 def lower_graph(gm: Any, example_inputs: Sequence[Any], backends: Sequence[str],

@@ -15,7 +15,14 @@ the fx node model, so one importer serves both:
   that TensorPlay inlines into ``args`` are lifted to ``get_attr`` nodes,
   because generated Python code cannot embed a tensor literal;
 * ``meta["val"]`` (Dynamo: ``meta["example_value"]``) is kept as ``val`` and
-  converted to ``meta["tensor_meta"]`` (:class:`TensorMeta`).
+  converted to ``meta["tensor_meta"]`` (:class:`TensorMeta`) -- except for
+  symbolic sizes (Dynamo ``dynamic=True`` / automatic dynamic): reading a SymInt
+  as an int would add a guard per size, so such nodes keep only ``val`` and
+  :mod:`tensorplay_graph.dynamic_shapes` gives them concrete metas per call;
+* torch graphs only (:mod:`.dynamo_graph`): functorch / autocast scopes become
+  single eager nodes, higher-order ops and unread state switches eager fences,
+  each with the reason ``explain()`` shows; ``torch.ops.aten.*`` targets take
+  their public spelling where a prim expresses it (:mod:`.aten_targets`).
 
 >>> gm = import_graph_module(tp_graph_module)            # doctest: +SKIP
 """
@@ -78,12 +85,40 @@ class _Importer:
         nodes = list(source.graph.nodes)
         self.nodes = nodes
         self.node_type = type(nodes[0]) if nodes else None
+        self.is_torch = (self.node_type is not None and
+                         self.node_type.__module__.startswith("torch."))
 
     def run(self) -> None:
-        for node in self.nodes:
-            new = self._import_node(node)
+        if self.is_torch:
+            from .dynamo_graph import plan_units
+            units = plan_units(self.nodes)
+        else:
+            units = self.nodes
+        for unit in units:
+            if not hasattr(unit, "op"):
+                self._import_scope(unit)
+                continue
+            new = self._import_node(unit)
             if new is not None:
-                self.env[node] = new
+                self.env[unit] = new
+
+    def _import_scope(self, scope: Any) -> None:
+        """One call of an ``EagerScope`` and a ``getitem`` per value read after it."""
+        import operator
+
+        from .dynamo_graph import build_scope
+        target = build_scope(scope, self.source)
+        call = self.graph.create_node("call_function", target,
+                                      tuple(self._map(v) for v in scope.inputs), {},
+                                      name=target.__name__)
+        vals = [n.meta.get("val", n.meta.get("example_value")) for n in scope.outputs]
+        if vals and all(v is not None for v in vals):
+            _set_meta(call.meta, tuple(vals))
+        for i, node in enumerate(scope.outputs):
+            new = self.graph.create_node("call_function", operator.getitem, (call, i), {},
+                                         name=node.name)
+            self._copy_meta(node, new)
+            self.env[node] = new
 
     # -- one node ---------------------------------------------------------------
     def _import_node(self, node: Any) -> Any:
@@ -97,7 +132,10 @@ class _Importer:
             new = self._get_attr(str(node.target), self._attr_value(node))
         elif op in ("call_function", "call_method"):
             args, kwargs = self._map(tuple(node.args)), self._map(dict(node.kwargs))
-            new = self.graph.create_node(op, node.target, args, kwargs, name=node.name)
+            target = node.target
+            if self.is_torch:
+                op, target, args, kwargs = _torch_call(node, op, target, args, kwargs)
+            new = self.graph.create_node(op, target, args, kwargs, name=node.name)
         elif op == "call_module":
             module = self._resolve(str(node.target))
             args, kwargs = self._map(tuple(node.args)), self._map(dict(node.kwargs))
@@ -191,6 +229,16 @@ class _Importer:
             new.meta["stack"] = stack
 
 
+def _torch_call(node: Any, op: str, target: Any, args: tuple, kwargs: dict) -> tuple:
+    """A torch node's call, with aten targets respelled and eager targets wrapped."""
+    from .aten_targets import public_call
+    from .dynamo_graph import eager_target
+    wrapped = eager_target(node)
+    if wrapped is not None:
+        return op, wrapped, args, kwargs
+    return public_call(op, target, args, kwargs) or (op, target, args, kwargs)
+
+
 def _set_meta(meta: Dict[str, Any], value: Any) -> None:
     meta["val"] = value
     converted = _tensor_meta_of(value)
@@ -201,14 +249,23 @@ def _set_meta(meta: Dict[str, Any], value: Any) -> None:
 def _tensor_meta_of(value: Any) -> Optional[Any]:
     """TensorMeta of a tensor, a tuple of them for a tuple of tensors, else None."""
     if is_tensor(value):
+        if _has_symbolic_sizes(value):
+            return None  # kept symbolic: int() on a SymInt would guard Dynamo on it
         try:
             return tensor_meta(value)
         except (TypeError, ValueError, RuntimeError):
-            return None  # symbolic shapes (Dynamo dynamic=True): no static meta
+            return None  # a tensor without strides (sparse, nested): no static meta
     if isinstance(value, (tuple, list)) and value and all(is_tensor(v) for v in value):
         metas = tuple(_tensor_meta_of(v) for v in value)
         return metas if all(isinstance(m, TensorMeta) for m in metas) else None
     return None
+
+
+def _has_symbolic_sizes(value: Any) -> bool:
+    if type(value).__module__.split(".")[0] != "torch":
+        return False
+    from ..frameworks.torch import has_symbolic_sizes
+    return has_symbolic_sizes(value)
 
 
 def _stack_of(trace: Any) -> Optional[str]:

@@ -176,3 +176,15 @@ def module_type() -> type:
 def clone(tensor: Any) -> Any:
     """A private copy of an example input (in-place ops during capture must not touch it)."""
     return tensor.detach().clone()
+
+
+def has_symbolic_sizes(tensor: Any) -> bool:
+    """True when a (fake) tensor's sizes or strides hold SymInts (Dynamo dynamic shapes).
+
+    Checked by type only: converting a SymInt to int would add a Dynamo guard.
+    """
+    try:
+        dims = tuple(tensor.shape) + tuple(tensor.stride())
+    except RuntimeError:  # no strides (sparse, nested): sizes decide
+        dims = tuple(tensor.shape)
+    return any(isinstance(d, torch.SymInt) for d in dims)

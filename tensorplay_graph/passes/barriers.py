@@ -89,6 +89,10 @@ def barrier_of(node, backends: Sequence = ()) -> Optional[Barrier]:
     op = custom_op_of(node.target) if node.op == "call_function" else None
     if op is not None:
         return _custom_op_barrier(op)
+    eager = getattr(node.target, "eager_reason", None) if node.op == "call_function" else None
+    if isinstance(eager, str):  # importers' eager scopes / calls (capture/dynamo_graph.py)
+        fence = declares_impure(node.target)
+        return Barrier("side_effect" if fence else "no_prim", eager, fence=fence)
     inplace = inplace_reason(node)
     if inplace is not None:
         return Barrier("mutation", f"{inplace}; it keeps its order with every reader and writer",

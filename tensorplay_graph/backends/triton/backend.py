@@ -23,7 +23,7 @@ from .codegen_reduction import REDUCTION_PRIMS
 from .codegen_rows import MAX_ROW, NORM_PRIMS
 from .kernel_desc import TL_DTYPES
 from .lowering import is_node, plan_region, row_dims
-from .plan import interpreting
+from .plan import eager_fallback, interpreting
 
 
 def _custom_op(target: Any) -> Optional[Any]:
@@ -92,6 +92,12 @@ class TritonBackend:
                     return f"operand {key}={value.name} is not a single tensor"
                 if vm.dtype not in TL_DTYPES:
                     return f"operand {key}={value.name} has dtype {vm.dtype}, no Triton type"
+                # Device types only: metas spell one device "cpu" or "cpu:0"; the launch
+                # guard (plan.operand_mover) compares exact devices.
+                if vm.device_type != tm.device_type and (vm.ndim or vm.device_type != "cpu"):
+                    return (f"operand {key}={value.name} is on {vm.device}, the result on "
+                            f"{tm.device}: a kernel reads one device (a 0-d CPU tensor, read "
+                            f"as a scalar, is the exception)")
             elif isinstance(value, complex):
                 return f"argument {key} is complex"
         if prim.kind == "pointwise":
@@ -140,6 +146,7 @@ class TritonBackend:
                 slots[node] = width
                 width += 1
         plan = [(s.plan, [slots[n] for n in s.inputs], [slots[n] for n in s.outputs]) for s in steps]
+        guard = _eager_guard(region)
         result_slots = [slots[n] for n in region.outputs]
         sources = _render_examples(steps)
 
@@ -153,7 +160,7 @@ class TritonBackend:
                     outs = tuple(single(*_to_torch(values, foreign)))
                     return _from_torch(outs) if any(foreign) else outs
                 return tuple(single(*values))
-            return Kernel(f"triton_region_{region.id}", self.name, run, "\n\n".join(sources),
+            return Kernel(f"triton_region_{region.id}", self.name, guard(run), "\n\n".join(sources),
                           {"kernels": [single.desc.name], "compile_s": time.perf_counter() - start})
 
         def run(*values):
@@ -168,7 +175,17 @@ class TritonBackend:
 
         launch = {"kernels": [s.plan.desc.name for s in steps],
                   "compile_s": time.perf_counter() - start}
-        return Kernel(f"triton_region_{region.id}", self.name, run, "\n\n".join(sources), launch)
+        return Kernel(f"triton_region_{region.id}", self.name, guard(run), "\n\n".join(sources),
+                      launch)
+
+
+def _eager_guard(region: Region):
+    """Wraps a region's run so operands no kernel may read run the region eagerly."""
+    from ...ir import GraphModule
+    from ...passes.lower import region_subgraph
+    eager = GraphModule({}, region_subgraph(region))
+    return lambda run: eager_fallback(run, eager, f"triton region {region.id} "
+                                                  f"({', '.join(region.names)})")
 
 
 def _render_examples(steps) -> List[str]:

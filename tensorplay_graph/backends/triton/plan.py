@@ -4,10 +4,17 @@ It maps operand shapes/strides onto the kernel's index space (``Layout``),
 renders and imports the source for that layout once, picks block sizes, and
 keeps a ``SpecializedLaunch`` per (shapes, strides, alignment) key so the
 steady-state call is: one dict lookup, allocate outputs, one launch.
+
+A kernel never receives a tensor without storage (functorch batched tensors,
+fake / meta tensors) or one on another device: ``KernelPlan`` raises
+``OperandError`` for those (``eager_fallback`` then runs the region eagerly),
+except a 0-d CPU tensor next to device tensors, which eager reads as a scalar:
+it is copied to the kernel's device (:func:`operand_mover`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -21,6 +28,60 @@ from .launcher import SpecializedLaunch
 from .layout import Layout, broadcast_strides, make_layout
 
 Shape = Tuple[int, ...]
+log = logging.getLogger(__name__)
+
+
+class OperandError(LoweringError):
+    """A tensor that no kernel may read: it has no storage or lives on another device."""
+
+
+def _is_cpu_scalar(t: Any) -> bool:
+    return t.ndim == 0 and t.device.type == "cpu"
+
+
+def operand_mover(tensors: Sequence[Any]) -> Optional[Callable[[tuple], tuple]]:
+    """``None`` when every operand is on the kernel's device; else a function copying the
+    0-d CPU operands there. Raises ``OperandError`` for any other foreign operand.
+
+    The kernel's device is that of the first operand that is not a 0-d CPU tensor.
+    """
+    device = next((t.device for t in tensors if not _is_cpu_scalar(t)), None)
+    if device is None:
+        return None
+    scalars = []
+    for i, t in enumerate(tensors):
+        if t.device == device:
+            continue
+        if not _is_cpu_scalar(t):
+            raise OperandError(f"triton backend: operand {i} is on {t.device} but the kernel "
+                               f"runs on {device}; move it to {device} before the call")
+        scalars.append(i)
+    if not scalars:
+        return None
+
+    def move(ts: tuple) -> tuple:
+        ts = list(ts)
+        for i in scalars:
+            ts[i] = ts[i].to(device, non_blocking=True)
+        return tuple(ts)
+    return move
+
+
+def eager_fallback(run: Callable[..., Any], eager: Callable[..., Any], what: str
+                   ) -> Callable[..., Any]:
+    """``run``, but a call whose operands a kernel may not read runs ``eager`` instead,
+    with a WARNING (once per cause)."""
+    warned: set = set()
+
+    def guarded(*values: Any) -> Any:
+        try:
+            return run(*values)
+        except OperandError as exc:
+            if str(exc) not in warned:
+                warned.add(str(exc))
+                log.warning("%s runs eagerly for this call: %s", what, exc)
+            return eager(*values)
+    return guarded
 
 
 def interpreting() -> bool:
@@ -145,11 +206,19 @@ class KernelPlan:
         return SpecializedLaunch(fn, source, layout, (rows,), {"BLOCK_N": block_n}, warps)
 
     def __call__(self, *tensors: Any) -> List[Any]:
-        key = tuple([(t.shape, t.stride(), not t.data_ptr() & 15) for t in tensors])
+        try:
+            key = tuple([(t.shape, t.stride(), t.device, not t.data_ptr() & 15) for t in tensors])
+        except RuntimeError as exc:  # batched / fake tensors have no data pointer
+            raise OperandError(f"triton backend: kernel {self.desc.name} was given a tensor "
+                               f"without storage ({exc})") from exc
         entry = self._specs.get(key)
         if entry is None:
-            entry = self._specs[key] = (self._specialize(tensors), self._allocator(tensors))
-        spec, allocate = entry
+            move = operand_mover(tensors)
+            moved = move(tensors) if move is not None else tensors
+            entry = self._specs[key] = (self._specialize(moved), self._allocator(moved), move)
+        spec, allocate, move = entry
+        if move is not None:
+            tensors = move(tensors)
         outs = allocate(tensors)
         spec.launch(tensors + tuple(outs))
         return outs
