@@ -30,6 +30,8 @@ _EXPORTS = {
     "ShapeError": "tensorplay_graph.errors",
     "UnsupportedOpError": "tensorplay_graph.errors",
     "LoweringError": "tensorplay_graph.errors",
+    "UnknownBackendError": "tensorplay_graph.errors",
+    "UnknownOptionError": "tensorplay_graph.errors",
     # capture
     "capture": "tensorplay_graph.capture",
     "Tracer": "tensorplay_graph.capture",

@@ -47,6 +47,7 @@ from .capture.structure import call_key
 from .compiled import CompiledFunction, Specialization
 from .frameworks import device_type, is_tensor
 from .library.registry import keep_opaque_to_dynamo
+from .options import check_backend_names, check_options
 
 logger = logging.getLogger("tensorplay_graph.compile")
 
@@ -71,7 +72,7 @@ def compile(fn_or_module: Callable[..., Any], *, backend: BackendSpec = AUTO,
     is handed to the framework's own frontend (Dynamo / ``tp.compile``) with this
     backend; ``fullgraph=True`` raises the capture error instead.
     """
-    options = dict(options or {})
+    options = check_options(options)
     backends = _requested_backends(backend, options)
 
     def build(fn: Any, args: tuple, kwargs: Dict[str, Any]) -> Specialization:
@@ -155,7 +156,7 @@ def build_runner(gm: Any, example_inputs: Sequence[Any], *, backends: BackendSpe
     """
     from .dynamic_shapes import DEFAULT_SHAPE_CACHE, ShapeSpecializingProgram, is_symbolic_graph
     from .dynamic_shapes import specialize
-    options = dict(options or {})
+    options = check_options(options)
     if backends == AUTO:
         backends = choose_backends(_device_of(example_inputs))
     names = [b for b in backends if b != "interpreter"]
@@ -226,7 +227,7 @@ def tensorplay_backend(gm: Any, example_inputs: Sequence[Any], *,
             "backend 'tensorplay_graph' returns Python-level executables; "
             "strict_native=True needs TensorPlay's native backend (backend='stax')")
     from .capture.importers import import_tensorplay_graph, placeholder_defaults
-    options = dict(options or {})
+    options = check_options(options)
     runner = build_runner(import_tensorplay_graph(gm), example_inputs,
                           backends=_requested_backends(AUTO, options), options=options)
     names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
@@ -243,7 +244,7 @@ def torch_backend(gm: Any, example_inputs: Sequence[Any], *,
     """
     from .capture.importers import import_fx_graph
     keep_opaque_to_dynamo()  # ops defined before Dynamo was loaded
-    options = dict(options or {})
+    options = check_options(options)
     return build_runner(import_fx_graph(gm), example_inputs,
                         backends=_requested_backends(AUTO, options), options=options)
 
@@ -275,10 +276,12 @@ class _ArgumentBinder:
 def _requested_backends(backend: BackendSpec, options: Dict[str, Any]) -> BackendSpec:
     chosen = options.get("backends", backend)
     if isinstance(chosen, str):
+        check_backend_names(chosen)
         return AUTO if chosen == AUTO else [chosen]
     if not isinstance(chosen, (list, tuple)) or not all(isinstance(b, str) for b in chosen):
         raise TypeError(f"backend must be 'auto', a backend name or a list of names, "
                         f"got {chosen!r}")
+    check_backend_names(chosen)
     return list(chosen)
 
 

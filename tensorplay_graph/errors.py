@@ -25,5 +25,13 @@ class UnsupportedOpError(TensorPlayGraphError, NotImplementedError):
     """An op has no prim, no rule or no kernel where one is required."""
 
 
+class UnknownBackendError(TensorPlayGraphError, ValueError):
+    """No backend has the requested name (raised by ``compile()`` / ``explain()`` at once)."""
+
+
+class UnknownOptionError(TensorPlayGraphError, ValueError):
+    """An option key that ``compile()`` does not know; the message suggests the closest."""
+
+
 class LoweringError(TensorPlayGraphError, RuntimeError):
     """A backend accepted a region but could not compile it."""

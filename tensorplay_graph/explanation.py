@@ -153,7 +153,9 @@ def explain(fn: Any, *example_inputs: Any,
     from .passes.partition import partition
     from .passes.shape_prop import shape_prop
 
+    from .options import check_backend_names
     requested = DEFAULT_BACKENDS if backend is None else backend
+    check_backend_names(requested)
     usable, missing = try_resolve_backends(requested)
     device = _planning_device(assume_device, usable, example_inputs)
     gm = graph_module_of(fn, example_inputs)

@@ -62,11 +62,18 @@ def test_triton_plan_on_cpu():
     assert not as_given.regions and "cpu" in as_given.declined["exp"]["triton"]
 
 
-def test_missing_backend_is_reported_not_fatal():
+def test_unavailable_backend_is_reported_not_fatal(monkeypatch):
+    from tensorplay_graph.backends import registry
+    monkeypatch.setitem(registry._BUILTIN, "nosuch", "tensorplay_graph.backends.no_such_module")
     e = tpg.explain(f, X, W, backend=["nosuch", "reference"])
     assert "nosuch" in e.missing_backends and e.backends == ["reference"]
     assert "'nosuch' is not available here" in str(e)
     assert len(e.regions) == 2
+
+
+def test_unknown_backend_name_raises():
+    with pytest.raises(ValueError, match="no backend named 'nosuch'"):
+        tpg.explain(f, X, W, backend=["nosuch", "reference"])
 
 
 def test_graph_module_input_is_not_modified():

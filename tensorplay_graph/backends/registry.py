@@ -17,7 +17,7 @@ import importlib
 import logging
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from ..errors import UnsupportedOpError
+from ..errors import UnknownBackendError, UnsupportedOpError
 
 __all__ = ["register_backend", "get_backend", "available_backends", "resolve_backends",
            "unavailable_backends", "INTERPRETER"]
@@ -79,10 +79,16 @@ def get_backend(name: str):
     if backend is None:
         why = _IMPORT_ERRORS.get(name)
         detail = f" ({why})" if why else ""
-        raise UnsupportedOpError(
+        error = UnsupportedOpError if name in _BUILTIN else UnknownBackendError
+        raise error(
             f"no backend named {name!r}{detail}; available: {', '.join(available_backends())}; "
             f"register one with tensorplay_graph.backends.register_backend(...)")
     return backend
+
+
+def known_backend_names() -> List[str]:
+    """Every backend name: built-ins (importable or not) and registered ones."""
+    return list(_BUILTIN) + sorted(n for n in _REGISTRY if n not in _BUILTIN)
 
 
 def available_backends() -> List[str]:
@@ -121,6 +127,6 @@ def try_resolve_backends(backends: Iterable) -> Tuple[List[object], Dict[str, st
     for b in backends or ():
         try:
             usable.extend(resolve_backends([b]))
-        except UnsupportedOpError as exc:
+        except (UnsupportedOpError, UnknownBackendError) as exc:
             missing[str(b)] = str(exc)
     return usable, missing

@@ -1,0 +1,60 @@
+"""Misconfiguration fails at once with a message that names the fix."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tensorplay_graph as tpg
+from tensorplay_graph.errors import UnknownBackendError, UnknownOptionError, UnsupportedOpError
+
+
+def program(x):
+    return (x * 2).relu()
+
+
+def test_unknown_option_key_suggests_the_closest():
+    with pytest.raises(UnknownOptionError, match="did you mean 'recompile_limit'"):
+        tpg.compile(program, options={"recompile_limt": 3})
+
+
+def test_options_must_be_a_dict_and_a_string_points_at_backend():
+    with pytest.raises(TypeError, match="backend='reference'"):
+        tpg.compile(program, options="reference")
+
+
+@pytest.mark.parametrize("spelling", ["refrence", ["triton", "bogus"]])
+def test_unknown_backend_is_a_value_error_at_compile_time(spelling):
+    with pytest.raises(UnknownBackendError) as info:
+        tpg.compile(program, backend=spelling)
+    assert isinstance(info.value, ValueError) and not isinstance(info.value, UnsupportedOpError)
+    if spelling == "refrence":
+        assert "did you mean 'reference'" in str(info.value)
+
+
+def test_unknown_backend_in_options_and_in_explain():
+    with pytest.raises(UnknownBackendError):
+        tpg.compile(program, options={"backends": ["tritn"]})
+    with pytest.raises(UnknownBackendError, match="did you mean 'triton'"):
+        tpg.explain(program, torch.randn(4), backend="tritn")
+
+
+def test_framework_backends_check_options():
+    from tensorplay_graph.compiler import torch_backend
+    with pytest.raises(UnknownOptionError):
+        torch_backend(None, [], options={"cuda_graph": True})
+
+
+def test_cli_explain_with_a_bogus_backend_exits_non_zero(tmp_path, capsys):
+    from tensorplay_graph.cli import main
+    source = tmp_path / "model.py"
+    source.write_text("def f(x):\n    return x * 2\n")
+    code = main(["explain", f"{source}:f", "--input", "4", "--framework", "torch",
+                 "--backend", "bogus"])
+    assert code != 0
+    assert "no backend named 'bogus'" in capsys.readouterr().err
+
+
+def test_known_names_still_work():
+    x = torch.randn(8)
+    for backend in ("auto", "interpreter", "reference", ["reference", "interpreter"]):
+        torch.testing.assert_close(tpg.compile(program, backend=backend)(x), program(x))
