@@ -157,9 +157,11 @@ def build_runner(gm: Any, example_inputs: Sequence[Any], *, backends: BackendSpe
     from .dynamic_shapes import DEFAULT_SHAPE_CACHE, ShapeSpecializingProgram, is_symbolic_graph
     from .dynamic_shapes import specialize
     options = check_options(options)
+    requested_explicitly = backends != AUTO
     if backends == AUTO:
         backends = choose_backends(_device_of(example_inputs))
     names = [b for b in backends if b != "interpreter"]
+    explicit = list(names)
     if not names and not options.get("debug_dir"):
         logger.debug("no backend chosen: the captured graph runs through eager dispatch")
         return GraphRunner(gm, None, graph_constants(gm))
@@ -168,7 +170,8 @@ def build_runner(gm: Any, example_inputs: Sequence[Any], *, backends: BackendSpe
         shape_generic = is_symbolic_graph(gm)
     if not shape_generic:
         def lower(args: tuple) -> Callable[..., Any]:
-            return lower_graph(copy_graph_module(gm), args, names, options)
+            return _warn_if_unclaimed(lower_graph(copy_graph_module(gm), args, names, options),
+                                      explicit if requested_explicitly else [])
         return GraphRunner(gm, lower, graph_constants(gm))
 
     def lower_for(args: tuple) -> Callable[..., Any]:
@@ -190,6 +193,18 @@ def lower_graph(gm: Any, example_inputs: Sequence[Any], backends: Sequence[str],
         # The whole lowered program is captured, so one call is one graph replay.
         from .backends.triton.launcher import cuda_graph_program
         module = cuda_graph_program(module, example_inputs)
+    return module
+
+
+def _warn_if_unclaimed(module: Any, requested: Sequence[str]) -> Any:
+    """WARNING when backends the user asked for by name claimed none of the program's ops
+    (e.g. ``backend="triton"`` on CPU tensors): everything then runs eagerly."""
+    nodes = list(getattr(module, "graph", None).nodes) if hasattr(module, "graph") else []
+    if requested and nodes and not any("kernel" in n.meta for n in nodes) and any(
+            n.op == "call_function" for n in nodes):
+        logger.warning("backend %s claimed no op of this program: it runs through eager "
+                       "dispatch; tensorplay_graph.explain(fn, *inputs, backend=%r) says why",
+                       " / ".join(repr(b) for b in requested), list(requested))
     return module
 
 

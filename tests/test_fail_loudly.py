@@ -58,3 +58,14 @@ def test_known_names_still_work():
     x = torch.randn(8)
     for backend in ("auto", "interpreter", "reference", ["reference", "interpreter"]):
         torch.testing.assert_close(tpg.compile(program, backend=backend)(x), program(x))
+
+
+def test_explicit_backend_that_claims_nothing_warns(caplog):
+    x = torch.randn(8)
+    with caplog.at_level("WARNING", logger="tensorplay_graph.compile"):
+        torch.testing.assert_close(tpg.compile(program, backend="triton")(x), program(x))
+    assert any("claimed no op" in r.message and "triton" in r.message for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tensorplay_graph.compile"):
+        tpg.compile(program, backend="reference")(x)
+    assert not any("claimed no op" in r.message for r in caplog.records)
