@@ -25,6 +25,8 @@ from .errors import GraphCaptureError, LoweringError, TensorPlayGraphError, Unsu
 from .frameworks import dtype_name, framework_of
 
 logger = logging.getLogger("tensorplay_graph.compile")
+recompiles_log = logging.getLogger("tensorplay_graph.recompiles")
+graph_log = logging.getLogger("tensorplay_graph.graph")
 
 DEFAULT_RECOMPILE_LIMIT = 8
 _TENSOR_FIELDS = ("framework",) + TENSOR_FIELDS
@@ -214,13 +216,17 @@ class CompiledFunction:
             counted = len(self._families) if self.dynamic else len(self.specializations)
             if counted >= self.recompile_limit:
                 return self._past_limit(key, args, kwargs, reason)
-            logger.info("recompiling %s (specialization %d of at most %d): %s",
-                        self.__name__, counted + 1, self.recompile_limit, reason)
+            near_limit = counted + 1 >= self.recompile_limit  # the last one allowed
+            recompiles_log.log(logging.WARNING if near_limit else logging.INFO,
+                               "recompiling %s (specialization %d of at most %d): %s",
+                               self.__name__, counted + 1, self.recompile_limit, reason)
         else:
             logger.debug("compiling %s for its first input signature", self.__name__)
         try:
             self.captures += 1
             spec = self._build(self.fn, args, kwargs)
+            if graph_log.isEnabledFor(logging.DEBUG):
+                graph_log.debug("%s: captured graph\n%s", self.__name__, spec.captured.graph)
         except DataDependentError as exc:
             if self.fullgraph or self._graph_break is None:
                 raise
@@ -242,7 +248,7 @@ class CompiledFunction:
             self.dynamic = True  # automatic dynamic: the first size change decides
         if not self._dynamic_logged:
             self._dynamic_logged = True
-            logger.info("%s: sizes change between calls (%s); treating sizes as dynamic: each new "
+            recompiles_log.info("%s: sizes change between calls (%s); treating sizes as dynamic: each new "
                         "size is compiled lazily and does not count against the recompile limit",
                         self.__name__, reason)
 

@@ -31,6 +31,8 @@ CHANNELS: Dict[str, tuple] = {
     "perf_hints": ("tensorplay_graph.perf_hints", "where a program leaves speed on the table"),
     "cache": ("tensorplay_graph.cache", "kernel cache hits, misses and rebuilds"),
 }
+#: channels whose records are artifacts (graphs, sources), logged at DEBUG
+_ARTIFACTS = ("graph", "output_code")
 _ROOT = "tensorplay_graph"
 _HANDLER_FLAG = "_tpg_logs_handler"
 
@@ -48,7 +50,8 @@ def set_logs(**channels: Union[bool, int, None]) -> None:
         if value is None or value is False:
             logger.setLevel(logging.NOTSET)
             continue
-        logger.setLevel(logging.INFO if value is True else int(value))
+        default = logging.DEBUG if name in _ARTIFACTS else logging.INFO
+        logger.setLevel(default if value is True else int(value))
         enabled = True
     if enabled:
         _ensure_handler()
@@ -59,10 +62,10 @@ def configure_from_env(spec: Optional[str] = None) -> None:
     spec = os.environ.get("TPG_LOGS", "") if spec is None else spec
     levels: Dict[str, int] = {}
     for item in filter(None, (part.strip() for part in spec.split(","))):
-        level = logging.DEBUG if item.startswith("+") else logging.INFO
         name = item.lstrip("+")
         for each in (CHANNELS if name == "all" else [name]):
-            levels[_check(each, source="TPG_LOGS")] = level
+            debug = item.startswith("+") or each in _ARTIFACTS
+            levels[_check(each, source="TPG_LOGS")] = logging.DEBUG if debug else logging.INFO
     if levels:
         set_logs(**levels)
 

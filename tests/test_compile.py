@@ -126,7 +126,7 @@ def test_keyword_arguments_bind_to_positions():
 
 def test_recompiles_on_new_shape_and_logs_reason(caplog):
     f = tpg.compile(tp_program, dynamic=False)
-    caplog.set_level(logging.INFO, logger=LOGGER)
+    caplog.set_level(logging.INFO, logger="tensorplay_graph.recompiles")
     f(tp.randn(4, 8), tp.randn(4, 8))
     assert not [r for r in caplog.records if "recompiling" in r.getMessage()]
     x, y = tp.randn(16, 8), tp.randn(16, 8)
