@@ -26,7 +26,7 @@ def dynamic_logs(caplog):
 @pytest.mark.parametrize("dynamic", [True, None])   # None: automatic after the first size change
 def test_ten_sequence_lengths_stay_under_the_limit(fw, dynamic, caplog):
     lib = FRAMEWORKS[fw]
-    caplog.set_level(logging.INFO, logger="tensorplay_graph.compile")
+    caplog.set_level(logging.INFO, logger="tensorplay_graph.recompiles")
     compiled = tpg.compile(program, dynamic=dynamic, options={"recompile_limit": 2})
     w = lib.randn(8, 8)
     for n in range(3, 13):
