@@ -57,9 +57,9 @@ AUTO_CANDIDATES = ("triton", "tilelang", "reference")
 BackendSpec = Union[str, Sequence[str]]
 
 
-def compile(fn_or_module: Callable[..., Any], *, backend: BackendSpec = AUTO,
+def compile(fn_or_module: Optional[Callable[..., Any]] = None, *, backend: BackendSpec = AUTO,
             options: Optional[Dict[str, Any]] = None, dynamic: Optional[bool] = None,
-            fullgraph: bool = False) -> CompiledFunction:
+            fullgraph: bool = False) -> Any:
     """Compile a TensorPlay or torch function / module; capture happens on the first call.
 
     ``backend`` is ``"auto"`` (see :func:`choose_backends`), ``"interpreter"``
@@ -71,9 +71,17 @@ def compile(fn_or_module: Callable[..., Any], *, backend: BackendSpec = AUTO,
     ``False``: never). A program that reads tensor data into Python control flow
     is handed to the framework's own frontend (Dynamo / ``tp.compile``) with this
     backend; ``fullgraph=True`` raises the capture error instead.
+
+    Also a decorator: ``@tpg.compile`` or ``@tpg.compile(backend="reference")``.
     """
     options = check_options(options)
     backends = _requested_backends(backend, options)
+    if fn_or_module is None:
+        return lambda fn: compile(fn, backend=backend, options=options, dynamic=dynamic,
+                                  fullgraph=fullgraph)
+    if not callable(fn_or_module):
+        raise TypeError(f"compile() takes a function or module, got "
+                        f"{type(fn_or_module).__name__}")
 
     def build(fn: Any, args: tuple, kwargs: Dict[str, Any]) -> Specialization:
         from .ir import GraphModule

@@ -69,3 +69,20 @@ def test_explicit_backend_that_claims_nothing_warns(caplog):
     with caplog.at_level("WARNING", logger="tensorplay_graph.compile"):
         tpg.compile(program, backend="reference")(x)
     assert not any("claimed no op" in r.message for r in caplog.records)
+
+
+def test_decorator_forms():
+    @tpg.compile
+    def plain(x):
+        return x * 3
+
+    @tpg.compile(backend="reference", options={"recompile_limit": 2})
+    def configured(x):
+        return x - 1
+
+    x = torch.randn(5)
+    torch.testing.assert_close(plain(x), x * 3)
+    torch.testing.assert_close(configured(x), x - 1)
+    assert configured.recompile_limit == 2
+    with pytest.raises(UnknownBackendError):
+        tpg.compile(backend="nope")   # checked before the function arrives
