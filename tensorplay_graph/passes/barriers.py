@@ -118,7 +118,29 @@ def barrier_of(node, backends: Sequence = (), must_alias: Optional[Dict[Any, str
         return Barrier("alias", f"{op_label(node)} returns an alias of its input in eager "
                        f"(a view or a no-op cast) and {must_alias[node]}; a kernel would return "
                        f"a copy, so it runs eagerly")
+    unknown = _unknown_meta_root(node)
+    if unknown is not None:
+        return Barrier("no_meta", f"its metadata is unknown before the program runs: it depends "
+                       f"on {unknown.name} ({op_label(unknown)}), which has no register_fake; it "
+                       f"runs eagerly (a compiled program learns the metadata on its first call; "
+                       f"register a fake to fuse it)")
     return _unsupported(node, prim, backends)
+
+
+def _unknown_meta_root(node) -> Optional[Any]:
+    """The call node without metadata that ``node``'s missing metadata comes from, if any."""
+    if "tensor_meta" in node.meta:
+        return None
+    seen, stack = set(), [node]
+    while stack:
+        current = stack.pop()
+        missing = [i for i in current.all_input_nodes
+                   if "tensor_meta" not in i.meta and "val" not in i.meta and i not in seen]
+        if not missing:
+            return current if current is not node and current.op != "placeholder" else None
+        seen.update(missing)
+        stack.extend(missing)
+    return None
 
 
 def aliasing_nodes(graph) -> Dict[Any, str]:
