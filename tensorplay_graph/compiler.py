@@ -32,6 +32,7 @@ the captured graph runs through eager dispatch, so gradients equal eager.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import logging
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
@@ -62,13 +63,40 @@ def compile(fn_or_module: Callable[..., Any], *, backend: BackendSpec = AUTO,
         raise NotImplementedError(
             "tensorplay_graph.compile(dynamic=True) is not supported: kernels are specialized "
             "to static shapes; use dynamic=False (each new shape recompiles, with a limit)")
+    if options is not None and not isinstance(options, dict):
+        raise TypeError(f"compile(options=...) must be a dict such as {{'recompile_limit': 4}}, "
+                        f"got {type(options).__name__} {options!r}; to choose a backend pass "
+                        f"backend={options!r} instead")
     options = dict(options or {})
     backends = _requested_backends(backend, options)
 
     def build(fn: Any, args: tuple) -> GraphRunner:
+        fn = _with_signature(fn, len(args))
         return build_runner(graph_module_of(fn, args), args, backends=backends, options=options)
 
     return CompiledFunction(fn_or_module, build, options)
+
+
+def _with_signature(fn: Any, arity: int) -> Any:
+    """``fn`` itself, or -- for builtins without a Python signature (``torch.sigmoid``) and
+    signatures with ``*args`` or keyword-only parameters (``tp.exp(input, *, out=None)``) -- a
+    wrapper taking the ``arity`` positional arguments of this call, so capture can name them."""
+    target = getattr(fn, "forward", fn)
+    try:
+        kinds = {p.kind for p in inspect.signature(target).parameters.values()}
+        if not kinds & {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD,
+                        inspect.Parameter.KEYWORD_ONLY}:
+            return fn
+    except (TypeError, ValueError):
+        pass
+
+    def call(*args: Any) -> Any:
+        return fn(*args)
+
+    call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(f"arg{i}", inspect.Parameter.POSITIONAL_ONLY) for i in range(arity)])
+    call.__name__ = call.__qualname__ = getattr(fn, "__name__", "builtin")
+    return call
 
 
 def choose_backends(device: str) -> List[str]:

@@ -22,7 +22,7 @@ from ..errors import GraphCaptureError
 from ..frameworks import adapter, framework_of, is_tensor, private_copy, tensor_meta
 from ..ir.effects import is_inplace
 from ..ir.names import is_identifier, sanitize
-from .context import ACTIVE_TRACER, raise_location, user_location
+from .context import ACTIVE_TRACER, check_no_escape, raise_location, user_location
 from .proxy import MISSING, Proxy
 from .randomness import preserved_rng_state
 
@@ -218,6 +218,7 @@ class Tracer:
             raise GraphCaptureError(f"{error} (at {raise_location(error)})") from error
         finally:
             ACTIVE_TRACER.reset(token)
+        check_no_escape(function, root, result)
         self._erase_unused_attrs()
         self.graph.lint()
         return GraphModule(self.attrs, self.graph)

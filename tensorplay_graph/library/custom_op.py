@@ -27,7 +27,9 @@ from . import native as _native
 from .profiling import profiler_active, span
 from .registry import LOCK
 from .schema import (
+    fake_returned_none,
     is_composite,
+    returns_none,
     normalize_device_types,
     validate_mutates_args,
     validate_name,
@@ -380,7 +382,17 @@ class CustomOpDef:
         or write into undeclared inputs): without a fake the node's metadata stays
         unknown until the compiled program's first call runs it for real, once.
         """
-        return self._fake_fn
+        fake = self._fake_fn
+        if fake is None:
+            return None
+
+        def checked_fake(*args: Any, **kwargs: Any) -> Any:
+            out = fake(*args, **kwargs)
+            if out is None and not returns_none(self.signature_fn, self._mutates_args):
+                raise TypeError(fake_returned_none(self._name, fake))
+            return out
+
+        return checked_fake
 
     def run_native(self, inputs: Sequence[Any], *, device_type: Optional[str] = None) -> list:
         """Call this op through TensorPlay's native dispatcher (tensor-only signatures).
