@@ -24,7 +24,8 @@ from ..ir.effects import is_inplace
 from ..ir.names import is_identifier, sanitize
 from .context import ACTIVE_TRACER, check_no_escape, raise_location, user_location
 from .proxy import MISSING, Proxy
-from .randomness import preserved_rng_state
+from .printing import recording_print
+from .randomness import NOT_RANDOM, example_without_drawing
 
 #: ``example_fn`` value meaning "this node has no example value" (opaque op without a fake).
 NO_EXAMPLE = object()
@@ -145,6 +146,10 @@ class Tracer:
         example_args, example_kwargs = _examples(args), _examples(kwargs)
         if example_args is MISSING or example_kwargs is MISSING:
             return MISSING
+        # A random call's example draws nothing from the global stream (randomness.py).
+        example = example_without_drawing(node, self._framework, example_args)
+        if example is not NOT_RANDOM:
+            return example
         self.computing_example += 1
         try:
             if example_fn is not None:
@@ -200,8 +205,7 @@ class Tracer:
         token = ACTIVE_TRACER.set(self)
         try:
             with ExitStack() as stack:
-                # Example values draw real random numbers; the caller's stream stays untouched.
-                stack.enter_context(preserved_rng_state())
+                stack.enter_context(recording_print())  # print(x) runs at call time
                 if sys.modules.get("tensorplay") is not None:
                     stack.enter_context(adapter("tensorplay").install_hooks())
                 if sys.modules.get("torch") is not None:

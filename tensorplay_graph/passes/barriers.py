@@ -97,8 +97,8 @@ def barrier_of(node, backends: Sequence = (), must_alias: Optional[Dict[Any, str
         return Barrier("mutation", f"{inplace}; it keeps its order with every reader and writer",
                        fence=True)
     if node.op == "call_function" and declares_impure(node.target):
-        return Barrier("side_effect", f"{op_label(node)} declares _is_impure; it runs eagerly, "
-                       f"in program order", fence=True)
+        why = getattr(node.target, "_impure_reason", None) or "it runs eagerly, in program order"
+        return Barrier("side_effect", f"{op_label(node)} declares _is_impure; {why}", fence=True)
     prim = node.meta.get("prim")
     if prim is None:
         return Barrier("no_prim", f"{op_label(node)} has no prim, so no backend can generate "

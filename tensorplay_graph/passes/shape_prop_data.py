@@ -17,6 +17,7 @@ from ..frameworks import framework_of, private_copy, tensor_meta
 from ..ir.effects import declares_impure, is_inplace, prim_effect
 from ..ir.meta import TensorMeta
 from ..ir.node import Node, map_aggregate, map_arg
+from .normalize import graph_framework
 from .shape_prop import SymbolicPropagator, _is_symbolic, _record, _symbolic_meta, meta_of_value
 
 __all__ = ["KnownMetaPropagator", "unknown_metas"]
@@ -153,14 +154,11 @@ class KnownMetaPropagator(SymbolicPropagator):
         return demanded
 
     def _run_real(self, demanded: set) -> None:
-        from ..capture.randomness import preserved_rng_state
         from ..interpreter import Interpreter, NodeExecutionError, describe_failure
 
         order = {n: i for i, n in enumerate(self.graph.nodes)}
         if self._interpreter is None:
             self._copy_leaves = any(is_inplace(n) for n in self.graph.nodes)
-            # Random nodes draw here; the program's own first run must see the caller's stream.
-            self._effects.enter_context(preserved_rng_state())
             self._interpreter = Interpreter(self.gm, garbage_collect_values=False)
             placeholders = list(self.graph.find_nodes(op="placeholder"))
             for node, value in zip(placeholders, self.example_inputs):
@@ -177,7 +175,9 @@ class KnownMetaPropagator(SymbolicPropagator):
             if node in interpreter.env:
                 continue
             try:
-                value = interpreter.run_node(node)
+                value = _random_stand_in(node)  # never draw from the caller's stream here
+                if value is None:
+                    value = interpreter.run_node(node)
             except Exception as exc:
                 if isinstance(exc, NodeExecutionError):
                     raise
@@ -208,7 +208,16 @@ def unknown_metas(gm: Any, example_inputs: tuple) -> set:
     """The nodes whose metadata is not known without running them (nothing runs here)."""
     propagator = KnownMetaPropagator(gm, example_inputs, run_real=False)
     propagator.run()
-    return propagator.unknown
+    return {n for n in propagator.unknown if n.users}  # an unread value needs no metadata
+
+
+def _random_stand_in(node: Node) -> Any:
+    """Zeros with a random node's metadata (None for other nodes, or an unknown meta)."""
+    meta = node.meta.get("tensor_meta")
+    if prim_effect(node) != "random" or not isinstance(meta, TensorMeta):
+        return None
+    from ..capture.randomness import zeros_like_meta
+    return zeros_like_meta(meta, graph_framework(node.graph))
 
 
 def _never_run(node: Node) -> bool:
