@@ -22,7 +22,7 @@ import tensorplay_graph as tpg
 
 BACKENDS = ["interpreter", "reference", "auto"]
 FRAMEWORKS = {"torch": torch, "tensorplay": tp}
-PROGRAMS = int(os.environ.get("TPG_PROPERTY_PROGRAMS", "16"))
+PROGRAMS = int(os.environ.get("TPG_PROPERTY_PROGRAMS", "40"))
 
 PURE = ("add", "scale", "relu")
 ALIAS = ("t", "view", "float")
