@@ -57,6 +57,11 @@ def graph_constants(gm: Any) -> list:
     return found
 
 
+def _metas_unknown(gm: Any, args: tuple) -> bool:
+    from .passes.shape_prop_data import unknown_metas
+    return bool(unknown_metas(gm, args))
+
+
 def _log_policy_once() -> None:
     global _policy_logged
     if not _policy_logged:
@@ -87,6 +92,7 @@ class GraphRunner:
         # requires_grad: scanned once, on the first call.
         self._args_need_grad: Optional[bool] = None
         self._grad_mode: Callable[[], bool] = lambda: True
+        self._metas_checked = False
 
     @property
     def lowered(self) -> Optional[Callable[..., Any]]:
@@ -109,6 +115,13 @@ class GraphRunner:
                 _log_policy_once()
             return self.captured(*args)
         if self._lower is not None:
+            if not self._metas_checked:
+                self._metas_checked = True
+                if _metas_unknown(self.captured, args):
+                    # Opaque ops never ran at capture: this call is the program's own run
+                    # (each op once) and teaches the metadata; the next call is lowered.
+                    from .interpreter import run_recording_metas
+                    return run_recording_metas(self.captured, args)
             self._lowered = self._lower(args)  # raises loudly; retried next call
             self._lower = None
         return (self._lowered or self.captured)(*args)

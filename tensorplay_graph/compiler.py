@@ -38,6 +38,7 @@ the captured graph runs through eager dispatch, so gradients equal eager.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import logging
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -91,7 +92,7 @@ def compile(fn_or_module: Optional[Callable[..., Any]] = None, *, backend: Backe
             runner = build_runner(copy_graph_module(fn), args, backends=backends, options=options)
             return Specialization(runner, flat=False)
         from .capture import capture_program
-        captured = capture_program(fn, args, kwargs)
+        captured = capture_program(_with_signature(fn, len(args)), args, kwargs)
         leaves: list = []
         call_key(args, kwargs, leaves)
         runner = build_runner(captured.graph_module, leaves, backends=backends, options=options)
@@ -132,6 +133,24 @@ def _framework_of_program(fn: Any) -> Optional[str]:
         if module is not None and isinstance(owner, module.nn.Module):
             return name
     return None
+
+
+def _with_signature(fn: Any, arity: int) -> Any:
+    """``fn`` itself, or -- for builtins without a Python signature (``torch.sigmoid``) -- a
+    wrapper taking the ``arity`` positional arguments of this call, so capture can name them."""
+    try:
+        inspect.signature(getattr(fn, "forward", fn))
+        return fn
+    except (TypeError, ValueError):
+        pass
+
+    def call(*args: Any) -> Any:
+        return fn(*args)
+
+    call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(f"arg{i}", inspect.Parameter.POSITIONAL_ONLY) for i in range(arity)])
+    call.__name__ = call.__qualname__ = getattr(fn, "__name__", "builtin")
+    return call
 
 
 def choose_backends(device: str) -> List[str]:

@@ -142,3 +142,42 @@ class Interpreter:
                                    "(is the graph out of order? run graph.lint())")
             return self.env[arg]
         return map_arg(args, load)
+
+
+class MetaRecorder(Interpreter):
+    """An ``Interpreter`` that records every call node's real metadata as it runs.
+
+    Tensors (and tuples of them) give ``meta["tensor_meta"]``; plain Python results
+    (sizes, flags) give ``meta["val"]``. Used for a compiled program's first call
+    when some metadata is unknown before running (an opaque op without
+    ``register_fake``, a data-dependent shape): that call is the program's own
+    run, so every op in it runs exactly once, and the next call is lowered with
+    the metadata learned here.
+    """
+
+    def run_node(self, n: Node) -> Any:
+        value = super().run_node(n)
+        if n.op in ("call_function", "call_method"):
+            _record_meta(n, value)
+        return value
+
+
+def _record_meta(node: Node, value: Any) -> None:
+    from .passes.shape_prop import meta_of_value
+
+    meta = meta_of_value(value)
+    if meta is not None:
+        node.meta["tensor_meta"] = meta
+    elif _plain(value):
+        node.meta["val"] = value
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, (tuple, list)):
+        return all(_plain(v) for v in value)
+    return isinstance(value, (bool, int, float, str))
+
+
+def run_recording_metas(module: Any, args: Tuple[Any, ...]) -> Any:
+    """Run ``module`` once on ``args`` through :class:`MetaRecorder`; returns its output."""
+    return MetaRecorder(module).run(*args)

@@ -110,8 +110,10 @@ def test_raw_tensorplay_triton_launch_is_refused():
 
 def test_proxies_from_two_traces_do_not_mix():
     leaked = []
-    tpg.capture(lambda x: leaked.append(x) or x, tp.randn(2))
-    # the leaked proxy belongs to a finished trace
+    # Storing a traced value outside the program is refused (it would outlive the trace) ...
+    assert "closure variable leaked[0]" in capture_error(lambda x: leaked.append(x) or x,
+                                                         tp.randn(2))
+    # ... and the leaked proxy, which belongs to a finished trace, cannot join another one
     message = capture_error(lambda y: tp.add(y, leaked[0]), tp.randn(2))
     assert "two different traces" in message
 

@@ -9,9 +9,11 @@ error messages.
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import os
 import sys
+import types
 from contextvars import ContextVar
 from typing import Any, Callable, Iterator, Optional, Tuple
 
@@ -86,6 +88,114 @@ def capture_call(target: Callable[..., Any], args: Tuple[Any, ...], kwargs: Opti
 
     return tracer.create_proxy("call_function", target, tuple(args), dict(kwargs),
                                example_fn=NO_EXAMPLE if example_fn is None else example_fn)
+
+
+# -- proxies must not leave the capture ----------------------------------------
+
+_SCALARS = (str, bytes, int, float, complex, bool, type(None))
+
+
+def _find_proxy(value: Any, path: str, depth: int, seen: set) -> Optional[str]:
+    """The path of a Proxy inside ``value`` (containers and plain objects), or None."""
+    from .proxy import Proxy
+
+    if isinstance(value, Proxy):
+        return path
+    if depth <= 0 or isinstance(value, _SCALARS) or id(value) in seen or \
+            isinstance(value, (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)):
+        return None
+    seen.add(id(value))
+    if isinstance(value, (tuple, list, set, frozenset)):
+        items = enumerate(value) if isinstance(value, (tuple, list)) else ((None, v) for v in value)
+        for key, item in items:
+            found = _find_proxy(item, f"{path}[{key}]" if key is not None else f"{path}{{...}}",
+                                depth - 1, seen)
+            if found:
+                return found
+        return None
+    if isinstance(value, dict):
+        for key, item in list(value.items()):
+            found = _find_proxy(item, f"{path}[{key!r}]", depth - 1, seen)
+            if found:
+                return found
+        return None
+    if type(value).__module__.split(".")[0] in ("torch", "tensorplay"):
+        return None  # a tensor or a framework object: never holds our proxies
+    attrs = getattr(value, "__dict__", None)
+    if isinstance(attrs, dict):
+        for key, item in list(attrs.items()):
+            found = _find_proxy(item, f"{path}.{key}", depth - 1, seen)
+            if found:
+                return found
+    return None
+
+
+def check_no_escape(function: Any, root: Any, result: Any) -> None:
+    """Raise ``GraphCaptureError`` if a traced value would reach the caller after capture.
+
+    Ways out: a generator / coroutine result (its values are produced after capture
+    ends), a returned object that is not a tuple, list or dict, and a traced value
+    stored on the module (``self.cache = h``), in a global or in a closure variable.
+    """
+    name = getattr(function, "__qualname__", repr(function))
+    if inspect.isgenerator(result) or inspect.iscoroutine(result) or inspect.isasyncgen(result):
+        getattr(result, "close", lambda: None)()
+        raise GraphCaptureError(
+            f"{name} is a generator or async function: its values are produced after capture "
+            f"ends, so they would be traced placeholders. Compile the function that computes "
+            f"each value, or return them all at once (`return tuple(...)`)")
+    where = _returned_proxy(result, "result", set())
+    if where is not None:
+        raise GraphCaptureError(
+            f"{name} returns a traced tensor inside an object compiled programs cannot rebuild "
+            f"({where}); return tensors in tuples, lists or dicts (or a named tuple)")
+    for label, value in _state_of(function, root):
+        where = _find_proxy(value, label, 4, set())
+        if where is not None:
+            raise GraphCaptureError(
+                f"{name} stores a traced tensor in {where} during capture; after capture it "
+                f"would hold a placeholder instead of a tensor. Return the value instead of "
+                f"storing it (or keep the store outside the compiled function)")
+
+
+def _returned_proxy(value: Any, path: str, seen: set) -> Optional[str]:
+    from .proxy import Proxy
+
+    if isinstance(value, Proxy) or isinstance(value, _SCALARS):
+        return None
+    if isinstance(value, (tuple, list)):
+        for i, item in enumerate(value):
+            found = _returned_proxy(item, f"{path}[{i}]", seen)
+            if found:
+                return found
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _returned_proxy(item, f"{path}[{key!r}]", seen)
+            if found:
+                return found
+        return None
+    if isinstance(value, slice):
+        return None
+    return _find_proxy(value, f"{path} ({type(value).__name__})", 4, seen)
+
+
+def _state_of(function: Any, root: Any) -> Iterator[Tuple[str, Any]]:
+    """What a program can write to and keep: module attributes, globals, closure cells."""
+    modules = root.named_modules() if callable(getattr(root, "named_modules", None)) else ()
+    for qualname, module in modules:
+        for key, value in list(vars(module).items()):
+            yield f"self.{qualname + '.' if qualname else ''}{key}", value
+    code = getattr(function, "__code__", None)
+    names = set(code.co_names) if code is not None else set()
+    for key in names & set(getattr(function, "__globals__", {})):
+        yield f"global {key}", function.__globals__[key]
+    for key, cell in zip(code.co_freevars if code is not None else (),
+                         getattr(function, "__closure__", None) or ()):
+        try:
+            yield f"closure variable {key}", cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
 
 
 # -- the user's source location ---------------------------------------------

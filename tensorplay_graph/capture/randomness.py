@@ -9,21 +9,23 @@ sends such calls here, to be recorded as a ``call_function`` node (a ``random``
 barrier once normalized). Deterministic factories (``zeros``, ``arange``) are
 left alone: a constant is the right answer for them.
 
-Capture itself must not advance the framework's random stream, or a program
-seeded before its first compiled call would draw different numbers than eager:
-:func:`preserved_rng_state` restores the state after the trace.
+Capture never draws from the framework's global random stream, nor saves and
+restores it (that would replay numbers other threads drew meanwhile): the example
+value of a random call is a zero tensor with the metadata its prim rule gives
+(:func:`example_without_drawing`); random in-place methods on a traced tensor
+(``x.uniform_()``) leave the example as it is. Examples only carry metadata, and
+``manual_seed(s); compiled(x)`` then equals ``manual_seed(s); fn(x)`` from the first
+call on, whatever other threads do.
 """
 
 from __future__ import annotations
 
 import sys
-from contextlib import ExitStack, contextmanager
-from typing import Any, Callable, Dict, Iterator, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..frameworks import adapter
+from ..frameworks import adapter, is_tensor
+from ..ir.node import map_arg
 from .context import ACTIVE_TRACER, iter_proxies
-
-_FRAMEWORKS = ("torch", "tensorplay")
 
 
 def should_record(tracer: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
@@ -46,16 +48,64 @@ def record_random(tracer: Any, func: Callable[..., Any], args: Tuple[Any, ...],
     return tracer.create_proxy("call_function", func, tuple(args), dict(kwargs))
 
 
-@contextmanager
-def preserved_rng_state() -> Iterator[None]:
-    """Restore the random state of every imported framework on exit.
+#: In-place random methods: their example is the (private) input, unchanged.
+RANDOM_INPLACE_METHODS = frozenset({"uniform_", "normal_", "bernoulli_", "random_",
+                                    "exponential_", "geometric_", "cauchy_", "log_normal_"})
 
-    Example values computed during capture (and example runs of a graph)
-    draw real random numbers; restoring keeps ``manual_seed(s); compiled(x)``
-    equal to ``manual_seed(s); fn(x)`` on the first call too.
+#: Returned by :func:`example_without_drawing` for calls that draw nothing.
+NOT_RANDOM = object()
+
+
+def example_without_drawing(node: Any, framework: Optional[str], example_args: tuple) -> Any:
+    """The example value of a random node, made without drawing; ``NOT_RANDOM`` otherwise.
+
+    ``MISSING`` (unknown, learned on the compiled program's first call) when the prim's
+    meta rule cannot say. The prim is found by name: the lookup tables must not be built
+    while capture hooks replace TensorPlay's random functions.
     """
-    with ExitStack() as stack:
-        for name in _FRAMEWORKS:
-            if sys.modules.get(name) is not None:
-                stack.enter_context(adapter(name).fork_rng())
-        yield
+    if node.op == "call_method" and node.target in RANDOM_INPLACE_METHODS:
+        return example_args[0]
+    prim = _random_prim(node)
+    if prim is None or framework is None:
+        return NOT_RANDOM
+    from .. import prims
+    from .proxy import MISSING
+
+    prim_args = prims.canonical_args(prim, node.args, node.kwargs)
+    if prim_args is None:
+        return MISSING
+    if not prim.flags_apply(prim_args):
+        return NOT_RANDOM  # dropout(training=False): draws nothing
+    try:
+        meta = prim.meta(**map_arg(prim_args, lambda n: n.meta.get("tensor_meta")))
+        return zeros_like_meta(meta, framework)
+    except Exception:  # noqa: BLE001 - an unknown input meta or an odd overload
+        return MISSING
+
+
+def _random_prim(node: Any) -> Any:
+    from .. import prims
+    from ..errors import UnsupportedOpError
+
+    target = node.target
+    if node.op == "call_function":
+        module = getattr(target, "__module__", None) or "tensorplay"  # TensorPlay's C functions
+        if module.split(".")[0] not in ("torch", "tensorplay"):
+            return None
+        target = getattr(target, "__name__", None)
+    if not isinstance(target, str):
+        return None
+    try:
+        prim = prims.get(target)
+    except UnsupportedOpError:
+        return None
+    return prim if prim.random else None
+
+
+def zeros_like_meta(meta: Any, framework: str) -> Any:
+    """A zero tensor with ``meta``'s shape, dtype and device."""
+    module = sys.modules[framework]
+    dtype = getattr(module, meta.dtype)
+    if framework == "torch":
+        return module.zeros(meta.shape, dtype=dtype, device=meta.device)
+    return module.zeros(meta.shape, dtype=dtype)

@@ -71,6 +71,25 @@ def _short(value: Any) -> str:
         else repr(value)
 
 
+def _only_state_proxies(value: Any, depth: int = 3) -> bool:
+    """True for a proxy of parameter / buffer state (get_attr), or a container of such proxies
+    and ``None``s holding at least one."""
+    from .proxy import Proxy
+    found: List[Any] = []
+
+    def walk(item: Any, level: int) -> bool:
+        if isinstance(item, Proxy):
+            found.append(item)
+            return item.node.op == "get_attr"
+        if item is None:
+            return True
+        if level > 0 and isinstance(item, (list, tuple)):
+            return all(walk(x, level - 1) for x in item)
+        return False
+
+    return walk(value, depth) and bool(found)
+
+
 class ProgramState:
     """Patches the state a trace reads and records the guards; one per trace."""
 
@@ -81,6 +100,7 @@ class ProgramState:
         self._restore: List[Tuple[Any, str, Any]] = []
         self._root_globals: Optional[Dict[str, Any]] = None
         self._rebinding: set = set()
+        self._snapshots: List[Tuple[Any, Dict[str, Any]]] = []
         stack.callback(self._undo)
 
     # -- modules ----------------------------------------------------------------------
@@ -90,6 +110,7 @@ class ProgramState:
             if id(sub) in self._patched:
                 continue
             self._patched.add(id(sub))
+            self._snapshots.append((sub, dict(sub.__dict__)))
             owner = f"{prefix}.{name}" if prefix and name else (prefix or name)
             for child_name, child in getattr(sub, "_modules", {}).items():
                 self.guards.append((sub._modules, child_name, child))
@@ -116,6 +137,18 @@ class ProgramState:
             else:
                 module.__dict__[attr] = previous
         self._restore.clear()
+        # A forward that caches its own state on the module (LSTM's ``self._flat_weights =
+        # [self.weight_ih_l0, ...]``) left placeholders there; eager would have left the same
+        # parameters, which the module held before the trace, so the old binding comes back.
+        for module, before in self._snapshots:
+            for attr, value in list(module.__dict__.items()):
+                previous = before.get(attr, MISSING)
+                if value is not previous and _only_state_proxies(value):
+                    if previous is MISSING:
+                        del module.__dict__[attr]
+                    else:
+                        module.__dict__[attr] = previous
+        self._snapshots.clear()
 
     # -- functions ----------------------------------------------------------------------
     def rebind(self, function: Callable[..., Any]) -> Callable[..., Any]:

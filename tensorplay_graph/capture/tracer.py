@@ -25,9 +25,10 @@ from ..errors import GraphCaptureError
 from ..frameworks import adapter, framework_of, is_tensor, private_copy, tensor_meta
 from ..ir.effects import is_inplace
 from ..ir.names import is_identifier, sanitize
-from .context import ACTIVE_TRACER, raise_location, user_location
+from .context import ACTIVE_TRACER, check_no_escape, raise_location, user_location
 from .proxy import MISSING, Proxy
-from .randomness import preserved_rng_state
+from .printing import recording_print
+from .randomness import NOT_RANDOM, example_without_drawing
 from .state import ProgramState, is_module
 from .structure import bind_structure, call_key, output_spec, plain
 
@@ -161,6 +162,10 @@ class Tracer:
         example_args, example_kwargs = _examples(args), _examples(kwargs)
         if example_args is MISSING or example_kwargs is MISSING:
             return MISSING
+        # A random call's example draws nothing from the global stream (randomness.py).
+        example = example_without_drawing(node, self._framework, example_args)
+        if example is not NOT_RANDOM:
+            return example
         self.computing_example += 1
         try:
             if example_fn is not None:
@@ -230,8 +235,7 @@ class Tracer:
         token = ACTIVE_TRACER.set(self)
         try:
             with ExitStack() as stack:
-                # Example values draw real random numbers; the caller's stream stays untouched.
-                stack.enter_context(preserved_rng_state())
+                stack.enter_context(recording_print())  # print(x) runs at call time
                 state = ProgramState(self, stack)
                 for name in ("tensorplay", "torch"):
                     if sys.modules.get(name) is not None:
@@ -254,6 +258,7 @@ class Tracer:
             raise GraphCaptureError(f"{error} (at {raise_location(error)})") from error
         finally:
             ACTIVE_TRACER.reset(token)
+        check_no_escape(function, root, result)
         self._erase_unused_attrs()
         self.graph.lint()
         return GraphModule(self.attrs, self.graph)

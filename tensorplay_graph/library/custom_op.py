@@ -27,7 +27,9 @@ from . import native as _native
 from .profiling import profiler_active, span
 from .registry import LOCK
 from .schema import (
+    fake_returned_none,
     is_composite,
+    returns_none,
     normalize_device_types,
     validate_mutates_args,
     validate_name,
@@ -373,18 +375,24 @@ class CustomOpDef:
         return kernel(*args, **kwargs)
 
     @property
-    def _example_fn(self) -> Callable[..., Any]:
-        """What capture runs on example values: the fake kernel, else a mutation-safe eager call."""
-        if self._fake_fn is not None:
-            return self._fake_fn
-        if not self._mutates_args:
-            return self.eager
+    def _example_fn(self) -> Optional[Callable[..., Any]]:
+        """What capture runs on example values: the fake kernel, or nothing.
 
-        def eager_on_copies(*args: Any, **kwargs: Any) -> Any:
-            copy = lambda v: v.clone() if _dispatch.framework_of(v) else v  # noqa: E731
-            return self.eager(*map(copy, args), **{k: copy(v) for k, v in kwargs.items()})
+        The op's body never runs during capture (it may launch kernels, count calls
+        or write into undeclared inputs): without a fake the node's metadata stays
+        unknown until the compiled program's first call runs it for real, once.
+        """
+        fake = self._fake_fn
+        if fake is None:
+            return None
 
-        return eager_on_copies
+        def checked_fake(*args: Any, **kwargs: Any) -> Any:
+            out = fake(*args, **kwargs)
+            if out is None and not returns_none(self.signature_fn, self._mutates_args):
+                raise TypeError(fake_returned_none(self._name, fake))
+            return out
+
+        return checked_fake
 
     def run_native(self, inputs: Sequence[Any], *, device_type: Optional[str] = None) -> list:
         """Call this op through TensorPlay's native dispatcher (tensor-only signatures).

@@ -269,3 +269,24 @@ def infer_schema(
     if "::" in name:
         validate_name(name)
     return f"{name}({', '.join(parts)}) -> {returns}"
+
+
+def returns_none(body: Any, mutates_args: Any) -> bool:
+    """True when ``body`` is annotated ``-> None`` (unannotated: when it mutates arguments)."""
+    try:
+        annotation = inspect.signature(body).return_annotation if body else None
+    except (TypeError, ValueError):
+        return True
+    if annotation is inspect.Signature.empty:
+        return bool(mutates_args)
+    return annotation in (None, type(None), "None")
+
+
+def fake_returned_none(name: str, fake: Any) -> str:
+    """The message for a ``register_fake`` function that returned None for a tensor op."""
+    code = getattr(fake, "__code__", None)
+    where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+    label = getattr(fake, "__qualname__", repr(fake))
+    return (f"the fake kernel of {name}, {label}{where}, returned None, but {name} returns "
+            f"tensors; a fake must return outputs with the real outputs' shape and dtype "
+            f"(e.g. `return x.new_empty(out_shape)`), or annotate the op `-> None`")

@@ -20,10 +20,10 @@ from typing import Any, Dict, Optional, Sequence
 from ..ir.effects import (declared_mutations, declares_impure, inplace_reason,
                           op_label, prim_effect)
 
-__all__ = ["Barrier", "barriers", "barrier_of", "custom_op_of", "CODES"]
+__all__ = ["Barrier", "barriers", "barrier_of", "aliasing_nodes", "custom_op_of", "CODES"]
 
 CODES = ("custom_op", "triton_op", "tile_lang_op", "mutation", "side_effect",
-         "data_dependent", "random", "no_prim", "unsupported")
+         "data_dependent", "random", "no_prim", "alias", "no_meta", "unsupported")
 
 # Codes whose nodes must keep their place relative to all other nodes: no region
 # spans them and no reordering moves a node across them (mutation order, RNG order).
@@ -78,11 +78,14 @@ def _custom_op_barrier(op) -> Barrier:
                    f"kernel through eager dispatch")
 
 
-def barrier_of(node, backends: Sequence = ()) -> Optional[Barrier]:
+def barrier_of(node, backends: Sequence = (), must_alias: Optional[Dict[Any, str]] = None
+               ) -> Optional[Barrier]:
     """The ``Barrier`` of one node, or ``None`` if it may join a region.
 
     ``backends`` are resolved backend objects; a node with a prim that none of
     them supports gets an ``unsupported`` barrier naming each one's reason.
+    ``must_alias`` (from :func:`aliasing_nodes`) maps nodes that must return
+    eager's alias to why.
     """
     if node.op not in ("call_function", "call_method"):
         return None
@@ -98,8 +101,8 @@ def barrier_of(node, backends: Sequence = ()) -> Optional[Barrier]:
         return Barrier("mutation", f"{inplace}; it keeps its order with every reader and writer",
                        fence=True)
     if node.op == "call_function" and declares_impure(node.target):
-        return Barrier("side_effect", f"{op_label(node)} declares _is_impure; it runs eagerly, "
-                       f"in program order", fence=True)
+        why = getattr(node.target, "_impure_reason", None) or "it runs eagerly, in program order"
+        return Barrier("side_effect", f"{op_label(node)} declares _is_impure; {why}", fence=True)
     prim = node.meta.get("prim")
     if prim is None:
         return Barrier("no_prim", f"{op_label(node)} has no prim, so no backend can generate "
@@ -115,7 +118,59 @@ def barrier_of(node, backends: Sequence = ()) -> Optional[Barrier]:
     if prim.data_dependent and prim.flags_apply(node.meta.get("prim_args", {})):
         return Barrier("data_dependent", f"prim {prim.name} has a result whose shape or value "
                        f"depends on tensor data; it runs eagerly")
+    if must_alias and node in must_alias:
+        return Barrier("alias", f"{op_label(node)} returns an alias of its input in eager "
+                       f"(a view or a no-op cast) and {must_alias[node]}; a kernel would return "
+                       f"a copy, so it runs eagerly")
+    unknown = _unknown_meta_root(node)
+    if unknown is not None:
+        return Barrier("no_meta", f"its metadata is unknown before the program runs: it depends "
+                       f"on {unknown.name} ({op_label(unknown)}), which has no register_fake; it "
+                       f"runs eagerly (a compiled program learns the metadata on its first call; "
+                       f"register a fake to fuse it)")
     return _unsupported(node, prim, backends)
+
+
+def _unknown_meta_root(node) -> Optional[Any]:
+    """The call node without metadata that ``node``'s missing metadata comes from, if any."""
+    if "tensor_meta" in node.meta:
+        return None
+    seen, stack = set(), [node]
+    while stack:
+        current = stack.pop()
+        missing = [i for i in current.all_input_nodes
+                   if "tensor_meta" not in i.meta and "val" not in i.meta and i not in seen]
+        if not missing:
+            return current if current is not node and current.op != "placeholder" else None
+        seen.update(missing)
+        stack.extend(missing)
+    return None
+
+
+def aliasing_nodes(graph) -> Dict[Any, str]:
+    """Nodes whose eager result is an alias that a copy would betray, with the reason.
+
+    A view / no-op cast whose memory is written in place (through any alias),
+    or that is returned to the caller while sharing memory with an input or a
+    parameter (the caller may write into it).
+    """
+    from ..ir.aliases import alias_groups, is_aliasing_node, mutated_alias_nodes
+
+    written = mutated_alias_nodes(graph)
+    groups = alias_groups(graph.nodes)
+    leaves = {groups[n] for n in graph.nodes if n.op in ("placeholder", "get_attr")}
+    returned: set = set()
+    for out in graph.find_nodes(op="output"):
+        returned.update(out.all_input_nodes)
+    found: Dict[Any, str] = {}
+    for node in graph.nodes:
+        if not is_aliasing_node(node):
+            continue
+        if node in written:
+            found[node] = "that memory is written in place"
+        elif node in returned and groups.get(node) in leaves:
+            found[node] = "it is returned to the caller sharing memory with an input"
+    return found
 
 
 def _unsupported(node, prim, backends: Sequence) -> Optional[Barrier]:
@@ -142,9 +197,10 @@ def barriers(gm, backends: Sequence = ()) -> Any:
     from ..backends.registry import resolve_backends
 
     resolved = resolve_backends(backends)
+    must_alias = aliasing_nodes(gm.graph)
     for node in gm.graph.nodes:
         node.meta.pop("declined", None)
-        barrier = barrier_of(node, resolved)
+        barrier = barrier_of(node, resolved, must_alias)
         if barrier is None:
             node.meta.pop("barrier", None)
         else:

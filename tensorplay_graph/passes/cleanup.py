@@ -9,7 +9,9 @@ passes ask :func:`tensorplay_graph.ir.effects.is_impure`, the predicate
 CSE merges pure nodes with the same target and the same arguments. Pure means:
 a prim without side effect / randomness, a lowered kernel call, or a
 ``getitem`` on one. Mutations and other fences reset the table, because the
-same expression after ``x.add_(1)`` reads a different value.
+same expression after ``x.add_(1)`` reads a different value. A node whose value
+(or an alias of it: a view, a no-op cast) is ever written in place is never
+merged: ``a = x + 1; b = x + 1; b.mul_(10)`` keeps two buffers, as eager does.
 
 >>> cleanup(gm)                                           # doctest: +SKIP
 """
@@ -20,6 +22,7 @@ import logging
 import operator
 from typing import Any, Dict, Optional
 
+from ..ir.aliases import mutated_alias_nodes
 from ..ir.effects import is_impure
 
 __all__ = ["cleanup", "dce", "cse", "is_pure"]
@@ -85,11 +88,12 @@ def cse(gm) -> int:
     graph = gm.graph
     seen: Dict[tuple, Any] = {}
     merged = 0
+    written = mutated_alias_nodes(graph)  # merging these would share a buffer eager keeps apart
     for node in list(graph.nodes):
         if _writes(node):
             seen.clear()  # values read after a write may differ
             continue
-        if not is_pure(node):
+        if node in written or not is_pure(node):
             continue
         key = _node_key(node)
         if key is None:

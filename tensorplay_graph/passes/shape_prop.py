@@ -15,7 +15,8 @@ Two modes:
   ``register_fake``; ``nonzero``, ``item``) run for real (``Interpreter``), with
   their inputs and every earlier mutating or random node, so their values equal
   a full run's; that run uses private copies of the inputs when the graph writes
-  into them, and restores the random stream. A placeholder meta that disagrees
+  into them, and stands in zeros for random nodes (it never draws from the
+  caller's random stream). Custom ops and ``print`` never run here. A placeholder meta that disagrees
   with its example input makes every node's meta be recomputed. Why: compile()
   already ran the program to capture it; running it again would double compile
   cost and repeat undeclared side effects of opaque ops (counters, collectives).

@@ -1,6 +1,11 @@
 """``shape_prop`` with example inputs: keep known metas, run only what no rule covers.
 
-See :mod:`tensorplay_graph.passes.shape_prop` for the policy and why.
+See :mod:`tensorplay_graph.passes.shape_prop` for the policy and why. Never run
+here: registered custom ops (their bodies may launch kernels, count calls or write
+into undeclared inputs) and nodes that declare ``_is_impure`` (``print``). Their
+metadata, and that of everything computed from them, stays unknown (``unknown``);
+``barriers`` keeps those nodes out of regions, and a compiled program learns them
+from its first call (:func:`tensorplay_graph.interpreter.run_recording_metas`).
 """
 
 from __future__ import annotations
@@ -9,12 +14,13 @@ from contextlib import ExitStack
 from typing import Any, Dict
 
 from ..frameworks import framework_of, private_copy, tensor_meta
-from ..ir.effects import is_inplace, prim_effect
+from ..ir.effects import declares_impure, is_inplace, prim_effect
 from ..ir.meta import TensorMeta
 from ..ir.node import Node, map_aggregate, map_arg
+from .normalize import graph_framework
 from .shape_prop import SymbolicPropagator, _is_symbolic, _record, _symbolic_meta, meta_of_value
 
-__all__ = ["KnownMetaPropagator"]
+__all__ = ["KnownMetaPropagator", "unknown_metas"]
 
 
 class _Hole:  # not a tuple: getitem and map_aggregate must not look inside
@@ -55,9 +61,12 @@ def _symbolic_value(value: Any) -> Any:
 class KnownMetaPropagator(SymbolicPropagator):
     """Keeps valid metas, infers missing ones, runs for real only the nodes no rule covers."""
 
-    def __init__(self, gm: Any, example_inputs: tuple) -> None:
+    def __init__(self, gm: Any, example_inputs: tuple, run_real: bool = True) -> None:
         super().__init__(gm)
         self.example_inputs = example_inputs
+        self.run_real = run_real
+        #: Nodes whose metadata stays unknown (they, or an input, may not run here).
+        self.unknown: set = set()
         self.real: Dict[Node, Any] = {}  # nodes run for real -> their values
         self.trusted = True
         self._interpreter: Any = None
@@ -68,6 +77,11 @@ class KnownMetaPropagator(SymbolicPropagator):
         with self._effects:
             while True:
                 demanded = self._propagate()
+                self.unknown |= {n for n in demanded if _never_run(n)}
+                demanded -= self.unknown
+                if not self.run_real:
+                    self.unknown |= demanded
+                    return
                 if not demanded:
                     return
                 self._run_real(demanded)
@@ -140,33 +154,30 @@ class KnownMetaPropagator(SymbolicPropagator):
         return demanded
 
     def _run_real(self, demanded: set) -> None:
-        from ..capture.randomness import preserved_rng_state
         from ..interpreter import Interpreter, NodeExecutionError, describe_failure
 
         order = {n: i for i, n in enumerate(self.graph.nodes)}
         if self._interpreter is None:
             self._copy_leaves = any(is_inplace(n) for n in self.graph.nodes)
-            # Random nodes draw here; the program's own first run must see the caller's stream.
-            self._effects.enter_context(preserved_rng_state())
             self._interpreter = Interpreter(self.gm, garbage_collect_values=False)
             placeholders = list(self.graph.find_nodes(op="placeholder"))
             for node, value in zip(placeholders, self.example_inputs):
                 self._interpreter.env[node] = private_copy(value) if self._copy_leaves else value
-        # Values (hence data-dependent shapes) must equal a full run's: writes and random
-        # draws that precede the demanded nodes run too, in graph order.
-        last = max(order[n] for n in demanded)
-        needed = set(demanded) | {n for n in self.graph.nodes if order[n] < last and _has_effect(n)}
-        stack = list(needed)
-        while stack:
-            fresh = [s for s in stack.pop().all_input_nodes if s not in needed]
-            needed.update(fresh)
-            stack += fresh
+        needed: set = set()
+        for node in demanded:
+            closure = self._closure(node, order)
+            if any(_never_run(n) for n in closure):
+                self.unknown.add(node)  # it reads (or follows) what may not run here
+            else:
+                needed |= closure
         interpreter = self._interpreter
         for node in sorted(needed, key=order.__getitem__):
             if node in interpreter.env:
                 continue
             try:
-                value = interpreter.run_node(node)
+                value = _random_stand_in(node)  # never draw from the caller's stream here
+                if value is None:
+                    value = interpreter.run_node(node)
             except Exception as exc:
                 if isinstance(exc, NodeExecutionError):
                     raise
@@ -176,6 +187,46 @@ class KnownMetaPropagator(SymbolicPropagator):
             interpreter.env[node] = value
             self.real[node] = value
             _record(node, value)
+
+    def _closure(self, node: Node, order: Dict[Node, int]) -> set:
+        """``node``, its inputs, and every earlier write / random draw with their inputs.
+
+        Values (hence data-dependent shapes) must equal a full run's: writes and random
+        draws that precede the node run too, in graph order.
+        """
+        needed = {node} | {n for n in self.graph.nodes
+                           if order[n] < order[node] and _has_effect(n)}
+        stack = list(needed)
+        while stack:
+            fresh = [s for s in stack.pop().all_input_nodes if s not in needed]
+            needed.update(fresh)
+            stack += fresh
+        return needed
+
+
+def unknown_metas(gm: Any, example_inputs: tuple) -> set:
+    """The nodes whose metadata is not known without running them (nothing runs here)."""
+    propagator = KnownMetaPropagator(gm, example_inputs, run_real=False)
+    propagator.run()
+    return {n for n in propagator.unknown if n.users}  # an unread value needs no metadata
+
+
+def _random_stand_in(node: Node) -> Any:
+    """Zeros with a random node's metadata (None for other nodes, or an unknown meta)."""
+    meta = node.meta.get("tensor_meta")
+    if prim_effect(node) != "random" or not isinstance(meta, TensorMeta):
+        return None
+    from ..capture.randomness import zeros_like_meta
+    return zeros_like_meta(meta, graph_framework(node.graph))
+
+
+def _never_run(node: Node) -> bool:
+    """Custom ops and declared-impure nodes: their effects belong to the program's own run."""
+    if node.op != "call_function":
+        return False
+    target = node.target
+    custom = all(hasattr(target, a) for a in ("mutates_args", "is_triton_op", "is_tile_lang_op"))
+    return custom or declares_impure(target)
 
 
 def _has_effect(node: Node) -> bool:

@@ -92,10 +92,13 @@ class TileLangBackend:
         if not hasattr(meta, "shape"):
             return "no single tensor_meta (run shape_prop; multi-output ops are not lowered)"
         device = self.device or meta.device_type
-        if prim.kind == "matmul":
-            return self._supports_matmul(node, meta, device)
-        if prim.kind == "pointwise":
-            return self._supports_pointwise(node, prim, meta, device)
+        try:
+            if prim.kind == "matmul":
+                return self._supports_matmul(node, meta, device)
+            if prim.kind == "pointwise":
+                return self._supports_pointwise(node, prim, meta, device)
+        except LoweringError as exc:  # an operand without tensor_meta (a symbolic scalar...)
+            return f"an operand is not a tensor with known meta ({exc})"
         return f"prim {prim.name!r} is {prim.kind}; tilelang lowers matmul and pointwise prims"
 
     def _supports_matmul(self, node: Any, meta: Any, device: str) -> Optional[str]:

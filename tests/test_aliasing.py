@@ -1,0 +1,167 @@
+"""Aliasing and mutation: compiled == eager for programs whose values share memory.
+
+CSE / DCE must not merge or drop across an in-place write; a no-op cast (``x.float()``
+on float32, ``.to(same)``, ``.int()`` on int32, ``type_as``, ``contiguous()``) and a view
+return an alias in eager, so a later write through either name is seen through both.
+Each case runs on torch and TensorPlay, compiled by every CPU backend, against eager.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorplay as tp
+import torch
+
+import tensorplay_graph as tpg
+from tensorplay_graph.passes.cleanup import cse
+from tensorplay_graph.passes.normalize import normalize
+
+BACKENDS = ["interpreter", "reference", "auto"]
+FRAMEWORKS = {"torch": torch, "tensorplay": tp}
+
+
+def as_numpy(value):
+    if isinstance(value, (tuple, list)):
+        return [as_numpy(v) for v in value]
+    return np.asarray(value.detach().numpy() if hasattr(value, "detach") else value.numpy())
+
+
+def check(program, make_inputs, backend):
+    """Compiled and eager agree on outputs and on the inputs after the call, twice."""
+    compiled = tpg.compile(program, backend=backend)
+    for _ in range(2):
+        inputs, eager_inputs = make_inputs(), make_inputs()
+        out, expected = compiled(*inputs), program(*eager_inputs)
+        for got, want in zip(as_numpy([out, *inputs]), as_numpy([expected, *eager_inputs])):
+            for g, w in zip(got if isinstance(got, list) else [got],
+                            want if isinstance(want, list) else [want]):
+                assert g.dtype == w.dtype and g.shape == w.shape
+                np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def cse_then_mutate(m):
+    def program(x):
+        a = x + 1
+        b = x + 1
+        b.mul_(10)
+        return a, b
+    return program
+
+
+def cse_then_mutate_view(m):
+    def program(x):
+        a = x * 2
+        b = x * 2
+        b.view(-1).add_(1)
+        return a, b
+    return program
+
+
+def cast_input_then_write(m):
+    def program(x):
+        y = x.float()
+        y.add_(1)
+        return y * 2
+    return program
+
+
+def to_same_then_write_base(m):
+    def program(x):
+        y = x.to(m.float32)
+        x.mul_(3)
+        return y + 0
+    return program
+
+
+def int_cast_then_write(m):
+    def program(i):
+        j = i.int()
+        j.add_(5)
+        return i * 2
+    return program
+
+
+def type_as_then_write(m):
+    def program(x):
+        y = x.type_as(x)
+        y.sub_(1)
+        return x * 1
+    return program
+
+
+def contiguous_of_intermediate(m):
+    def program(x):
+        h = x * 2
+        c = h.contiguous()
+        c.add_(1)
+        return h + 1, c
+    return program
+
+
+def cast_of_intermediate(m):
+    def program(x):
+        h = x - 1
+        y = h.float()
+        y.mul_(-1)
+        return h * 3
+    return program
+
+
+def view_read_after_base_write(m):
+    def program(x):
+        v = x.reshape(-1)
+        x.add_(1)
+        return v * 1
+    return program
+
+
+FLOAT_CASES = [cse_then_mutate, cse_then_mutate_view, cast_input_then_write,
+               to_same_then_write_base, type_as_then_write, contiguous_of_intermediate,
+               cast_of_intermediate, view_read_after_base_write]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fw", list(FRAMEWORKS))
+@pytest.mark.parametrize("case", FLOAT_CASES, ids=lambda c: c.__name__)
+def test_writes_through_aliases_match_eager(case, fw, backend):
+    m = FRAMEWORKS[fw]
+    check(case(m), lambda: (m.arange(6, dtype=m.float32).reshape(2, 3),), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fw", list(FRAMEWORKS))
+def test_int_cast_on_int32_aliases(fw, backend):
+    m = FRAMEWORKS[fw]
+    check(int_cast_then_write(m), lambda: (m.arange(6, dtype=m.int32),), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fw", list(FRAMEWORKS))
+def test_returned_alias_of_input_is_an_alias(fw, backend):
+    """The caller writing into the result reaches the input, as in eager."""
+    m = FRAMEWORKS[fw]
+
+    def program(x):
+        return x.float(), x.reshape(-1)
+
+    compiled = tpg.compile(program, backend=backend)
+    for run in (compiled, program):
+        x = m.zeros(2, 3)
+        same, flat = run(x)
+        same.add_(1)
+        flat.add_(2)
+        np.testing.assert_allclose(as_numpy(x), np.full((2, 3), 3.0))
+
+
+def test_cse_keeps_nodes_whose_alias_is_written():
+    gm = normalize(tpg.capture(cse_then_mutate_view(torch), torch.ones(3)))
+    assert cse(gm) == 0
+    pure = normalize(tpg.capture(lambda x: (x * 2, x * 2), torch.ones(3)))
+    assert cse(pure) == 1  # still merges where nothing is written
+
+
+def test_noop_cast_is_folded_to_its_input_and_a_real_cast_is_not():
+    gm = normalize(tpg.capture(lambda x: (x.float() * 2, x.half() * 2), torch.ones(3)))
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_method"]
+    assert targets == ["half"]
