@@ -3,6 +3,10 @@
 * Dropout in eval (``F.dropout(x, p, training=False)``, ``nn.Dropout`` in eval, the
   ``dropout1d/2d/3d`` and alpha variants) returns its input itself in both frameworks:
   the node is removed and its readers read the input (same aliasing as eager).
+* A cast to the dtype the tensor already has (``x.float()`` on float32, ``x.to(x.dtype)``)
+  returns ``x`` itself in torch and a tensor sharing its memory in TensorPlay: it is
+  removed too, so a later write through it reaches ``x`` as in eager (a fused cast would
+  write into a copy).
 * Batch norm in inference (``training=False`` with running statistics) becomes
   ``batch_norm_channels(a, mean, var, weight, bias, eps)`` over per-channel operands
   reshaped to broadcast against the input (``(C, 1, 1)`` for NCHW): a pointwise scale /
@@ -69,6 +73,16 @@ def _drop_identity(node: Node) -> bool:
     return True
 
 
+def _drop_same_dtype_cast(node: Node) -> bool:
+    a, meta = node.meta["prim_args"].get("a"), node.meta.get("tensor_meta")
+    if not (_is_tensor(a) and isinstance(meta, TensorMeta)) or \
+            a.meta["tensor_meta"].dtype != meta.dtype:
+        return False
+    node.replace_all_uses_with(a)
+    node.graph.erase_node(node)
+    return True
+
+
 def _channel_view(graph, value: Any, shape: tuple, framework: str) -> Optional[Node]:
     if value is None:
         return None
@@ -120,19 +134,29 @@ def _batch_norm(node: Node, framework: str) -> bool:
 
 
 def decompose(gm: Any) -> Any:
-    """Remove eval-mode dropout and rewrite inference batch norm (module docstring)."""
+    """Remove eval-mode dropout and same-dtype casts, rewrite inference batch norm (module docstring)."""
     graph = getattr(gm, "graph", gm)
     framework = graph_framework(graph)
     removed = rewritten = 0
     for node in list(graph.nodes):
-        prim = node.meta.get("prim")
-        if prim is None or node.op not in ("call_function", "call_method"):
+        if node.meta.get("prim") is None or node.op not in ("call_function", "call_method"):
             continue
+        if removed or rewritten:  # an earlier rewrite may have replaced this node's inputs
+            found = prims.lookup(node, framework)
+            if found is None:
+                continue
+            node.meta["prim"], node.meta["prim_args"] = found
+        prim = node.meta["prim"]
         if prim.name in EVAL_IDENTITIES:
             removed += _drop_identity(node)
+        elif prim.name == "cast":
+            removed += _drop_same_dtype_cast(node)
         elif prim.name == "batch_norm":
             rewritten += _batch_norm(node, framework)
     if removed or rewritten:
-        log.debug("decompose: %d eval-mode dropout removed, %d batch norms rewritten",
+        from .normalize import normalize
+        normalize(gm)  # readers' prim_args still name the replaced nodes
+        log.debug("decompose: %d identities (eval dropout, same-dtype cast) removed, "
+                  "%d batch norms rewritten",
                   removed, rewritten)
     return gm
