@@ -135,10 +135,18 @@ def flatten_meta(a, start_dim=0, end_dim=-1):
 
 # ----------------------------------------------------------------------------- templates
 
+def _opmath(x: str) -> str:
+    """A NumPy per-channel operand in eager's compute dtype (at least float32)."""
+    return f"np.asarray({x}).astype(np.result_type(np.asarray({x}).dtype, np.float32))"
+
+
 def _channels(sqrt: str):
     """``a * scale + shift`` (eager's inference kernel: alpha = w / sqrt(v + eps),
-    beta = b - m * alpha); a missing weight is 1 and a missing bias 0."""
+    beta = b - m * alpha, in float32 for 16-bit inputs); a missing weight is 1, bias 0."""
     def render(a, mean, var, weight=None, bias=None, eps=1e-5):
+        if sqrt.startswith("np."):
+            mean, var, weight, bias = (None if v is None else _opmath(v)
+                                       for v in (mean, var, weight, bias))
         inv = f"(1.0 / {sqrt}({var} + {eps!r}))"
         scale = inv if weight is None else f"({weight} * {inv})"
         shift = f"(-{mean} * {scale})" if bias is None else f"({bias} - {mean} * {scale})"
@@ -187,7 +195,8 @@ register(Prim(
 register(Prim(
     name="batch_norm_channels", kind="pointwise", signature=batch_norm_channels,
     meta=channels_meta, spellings=("tensorplay_graph.prims.nn:batch_norm_channels",),
-    lowerings={"reference": _channels("np.sqrt"), "triton": _channels("tl.sqrt")},
+    lowerings={"reference": _channels("np.sqrt"), "triton": _channels("tl.sqrt"),
+               "tilelang": _channels("T.sqrt")},
     doc="inference batch norm: a per-channel scale / shift over broadcast operands"))
 
 register(Prim(
