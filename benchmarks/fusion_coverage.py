@@ -1,6 +1,6 @@
 """Fraction of a program's op nodes that land in fusion regions, per small model.
 
-    python benchmarks/fusion_coverage.py            # table on stdout (planning only, CPU)
+    PYTHONPATH=. python benchmarks/fusion_coverage.py [backend ...]   # a markdown table
 
 Planning only (``explain(..., compile_kernels=False)``): nothing runs on a GPU. Triton is
 planned as if every tensor lived on CUDA. Models: a ResNet-style conv-bn-relu block in eval
@@ -90,33 +90,42 @@ def frameworks() -> List[Tuple[str, Any, Any, Any]]:
     return out
 
 
-def coverage(model: Any, inputs: Tuple[Any, ...], backend: str) -> Tuple[int, int, str]:
-    """(nodes in regions, op nodes, one-line summary of what stayed outside)."""
-    plan = tpg.explain(model, *inputs, backend=backend, compile_kernels=False)
+def coverage(model: Any, inputs: Tuple[Any, ...], backend: str) -> Tuple[int, int, int, str]:
+    """(nodes in regions, op nodes, launches, one-line summary of what stayed outside).
+
+    Launches: regions plus op nodes outside regions that compute (views, ``getitem`` on
+    tuples and shape queries cost no kernel).
+    """
+    plan = tpg.explain(model, *inputs, backend=backend.split("+"), compile_kernels=False)
     ops = [n for n in plan.graph_module.graph.nodes if n.op in ("call_function", "call_method")]
     inside = sum(len(r.nodes) for r in plan.regions)
+    free = ("view", )
+    outside = [n for n in ops if n.meta.get("region") is None and
+               getattr(n.meta.get("prim"), "kind", None) not in free and n.name not in
+               ("getitem", "chunk") and not n.name.startswith(("getitem_", "size"))]
     codes: Dict[str, int] = {}
     for code in plan.barrier_codes.values():
         codes[code] = codes.get(code, 0) + 1
-    return inside, len(ops), ", ".join(f"{c}={k}" for c, k in sorted(codes.items()))
+    return (inside, len(ops), len(plan.regions) + len(outside),
+            ", ".join(f"{c}={k}" for c, k in sorted(codes.items())))
 
 
 def main(argv: List[str]) -> int:
-    backends = argv or ["reference", "triton"]
-    print("| framework | model | backend | in regions / op nodes | fraction | barriers |")
-    print("|---|---|---|---|---|---|")
+    backends = argv or ["reference", "triton", "triton+tilelang"]
+    print("| framework | model | backend | in regions / op nodes | fraction | launches | barriers |")
+    print("|---|---|---|---|---|---|---|")
     for fw_name, nn, F, fw in frameworks():
         fw.manual_seed(0)
         for name, (model, inputs) in models(nn, F, fw).items():
             for backend in backends:
                 try:
-                    inside, total, codes = coverage(model, inputs, backend)
+                    inside, total, launches, codes = coverage(model, inputs, backend)
                 except Exception as exc:  # a framework lacking an op: report, go on
                     print(f"| {fw_name} | {name} | {backend} | failed: {type(exc).__name__}: "
                           f"{str(exc)[:80]} | | |")
                     continue
                 print(f"| {fw_name} | {name} | {backend} | {inside} / {total} | "
-                      f"{inside / max(total, 1):.0%} | {codes} |")
+                      f"{inside / max(total, 1):.0%} | {launches} | {codes} |")
     return 0
 
 
