@@ -151,6 +151,7 @@ def explain(fn: Any, *example_inputs: Any,
     from .passes.manager import PassManager
     from .passes.normalize import normalize
     from .passes.partition import partition
+    from .passes.pipeline import REWRITE_PASSES
     from .passes.shape_prop import shape_prop
 
     from .options import check_backend_names
@@ -164,7 +165,8 @@ def explain(fn: Any, *example_inputs: Any,
     def plan_partition(g):
         regions.extend(partition(g, usable))
 
-    passes = [("normalize", normalize), ("shape_prop", lambda g: shape_prop(g, *example_inputs))]
+    passes = [("normalize", normalize), ("shape_prop", lambda g: shape_prop(g, *example_inputs)),
+              *REWRITE_PASSES]
     if device is not None:
         passes.append(("assume_device", lambda g: _relabel_device(g, device)))
     passes += [("barriers", lambda g: barriers(g, usable)), ("partition", plan_partition)]

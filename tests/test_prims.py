@@ -15,6 +15,7 @@ from tensorplay_graph import prims
 from tensorplay_graph.errors import ShapeError
 from tensorplay_graph.frameworks import tensor_meta
 from tensorplay_graph.ir.meta import TensorMeta
+from tensorplay_graph.prims.nn import batch_norm_channels
 from tensorplay_graph.prims.pointwise import REFERENCE_NAMESPACE
 from tensorplay_graph.prims.rules import broadcast_shapes, promote_types, result_type
 
@@ -121,6 +122,16 @@ CASES = [
     Case("getitem", lambda m, a: a[None, :, 1:3], (arr((2, 3, 4)),),
          lambda a: dict(a=a, index=(None, slice(None), slice(1, 3)))),
     Case("getitem", lambda m, a: a[..., 1], (arr((2, 3, 4)),), lambda a: dict(a=a, index=(Ellipsis, 1)), id="ellipsis"),
+    Case("flatten", lambda m, a: m.flatten(a, 1), (arr((2, 3, 4)),), lambda a: dict(a=a, start_dim=1)),
+    # nn (prims/nn.py)
+    *[Case(f"conv{k}d", (lambda k: lambda m, a, w: getattr(m.nn.functional, f"conv{k}d")(a, w, None, 1, 1))(k),
+           (arr((1, 2) + (5,) * k), arr((3, 2) + (3,) * k)), lambda a, w: dict(a=a, weight=w, padding=1))
+      for k in (1, 2, 3)],
+    Case("batch_norm", lambda m, a, rm, rv: m.nn.functional.batch_norm(a, rm, rv), (arr((2, 3, 4)), arr((3,)),
+         arr((3,), **POS)), lambda a, rm, rv: dict(a=a, running_mean=rm, running_var=rv)),
+    Case("batch_norm_channels", lambda m, a, mu, v, w, b: batch_norm_channels(a, mu, v, w, b, 1e-3),
+         (arr((2, 3, 4)), arr((3, 1)), arr((3, 1), **POS), arr((3, 1)), arr((3, 1))),
+         lambda a, mu, v, w, b: dict(a=a, mean=mu, var=v, weight=w, bias=b, eps=1e-3)),
 ]
 
 # TensorPlay results that differ from torch; the meta rules follow torch.
@@ -251,6 +262,10 @@ RANDOM_CASES = [
     ("dropout", dict(a=M34, p=0.5, training=True), lambda m, x: m.dropout(x, 0.5, True)),
     ("multinomial", dict(a=M34, num_samples=2), lambda m, x: m.multinomial(x.abs() + 0.1, 2)),
     ("normal", dict(mean=M34, std=M34), lambda m, x: m.normal(x, x.abs() + 1)),
+    *[(name, dict(a=M34), (lambda n: lambda m, x: getattr(m.nn.functional, n)(x, 0.5, True))(name))
+      for name in ("dropout1d", "dropout2d", "alpha_dropout", "feature_alpha_dropout")],
+    ("dropout3d", dict(a=TensorMeta((1, 3, 4, 1), "float32")),
+     lambda m, x: m.nn.functional.dropout3d(x.reshape(1, 3, 4, 1), 0.5, True)),
 ]
 
 

@@ -5,6 +5,9 @@ normalize      framework calls -> ``meta["prim"]`` / ``meta["prim_args"]``
 shape_prop     ``meta["tensor_meta"]`` on every tensor value (keeps capture's
                metas; runs only nodes no meta rule covers -- the one pass that
                reads the example inputs' values)
+decompose      eval-mode dropout removed; inference batch norm -> per-channel
+               scale / shift (``batch_norm_channels``)
+functionalize  in-place ops on program-local tensors -> out-of-place prims
 barriers       ``meta["barrier"]`` on nodes that may not join a region
 partition      ``meta["region"]`` / ``meta["backend"]`` / ``meta["declined"]``
 lower          each region -> one call to its compiled ``Kernel``
@@ -22,6 +25,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .barriers import barriers
 from .cleanup import cleanup
+from .decompose import decompose
+from .functionalize import functionalize
 from .lower import lower
 from .manager import PassManager
 from .normalize import normalize
@@ -30,9 +35,12 @@ from .shape_prop import shape_prop
 
 __all__ = ["PASS_NAMES", "PLANNING_PASSES", "build_passes", "compile_graph", "plan_graph"]
 
-PASS_NAMES = ("normalize", "shape_prop", "barriers", "partition", "lower", "cleanup")
+PASS_NAMES = ("normalize", "shape_prop", "decompose", "functionalize", "barriers", "partition",
+              "lower", "cleanup")
 #: The passes that decide without compiling anything (``explain`` stops here).
-PLANNING_PASSES = PASS_NAMES[:4]
+PLANNING_PASSES = PASS_NAMES[:PASS_NAMES.index("partition") + 1]
+#: Graph rewrites between ``shape_prop`` and ``barriers`` (``explain`` runs them too).
+REWRITE_PASSES = (("decompose", decompose), ("functionalize", functionalize))
 
 
 def _configure(backends: Sequence, backend_options: Optional[Dict[str, Dict[str, Any]]]) -> List:
@@ -58,6 +66,7 @@ def build_passes(example_inputs: Tuple[Any, ...] = (), backends: Sequence = ("re
     table = {
         "normalize": normalize,
         "shape_prop": lambda gm: shape_prop(gm, *example_inputs),
+        **dict(REWRITE_PASSES),
         "barriers": lambda gm: barriers(gm, resolved),
         "partition": lambda gm: (partition(gm, resolved), gm)[1],
         "lower": lambda gm: lower(gm, backends=resolved),

@@ -4,8 +4,9 @@
 >>> prims.get("exp").render("triton", a="x")
 'tl.exp(x)'
 
-Records live in ``pointwise``, ``reductions``, ``norms``, ``matmul``, ``views`` and
-``effects`` (random, data-dependent and side-effecting ops: barriers with a reason);
+Records live in ``pointwise``, ``reductions``, ``norms``, ``matmul``, ``views``,
+``effects`` (random, data-dependent and side-effecting ops: barriers with a reason) and
+``nn`` (convolution, batch norm, flatten, dropout variants);
 each file registers its prims in one place (a ``register`` call per record).
 Spellings are resolved lazily to callables of whichever frameworks are imported.
 """
@@ -22,7 +23,7 @@ from .record import KINDS, Prim
 
 __all__ = ["Prim", "KINDS", "register", "get", "all_prims", "lookup", "canonical_args"]
 
-_RECORD_MODULES = ("pointwise", "reductions", "norms", "matmul", "views", "effects")
+_RECORD_MODULES = ("pointwise", "reductions", "norms", "matmul", "views", "effects", "nn")
 _REGISTRY: Dict[str, Prim] = {}
 _loaded = False
 
@@ -163,6 +164,10 @@ def _build_tables(frameworks: Tuple[str, ...]) -> Dict[str, Any]:
                     if target is not None:
                         functions.setdefault(_key(target), (prim, adapter))
                         keep.append(target)
+            elif framework == "tensorplay_graph":  # our own callables (batch_norm_channels)
+                target = getattr(importlib.import_module(module), name)
+                functions[_key(target)] = (prim, _adapter_for(prim, spelling))
+                keep.append(target)
             elif framework in frameworks:
                 mod = sys.modules.get(module)
                 target = getattr(mod, name, None) if mod is not None else None

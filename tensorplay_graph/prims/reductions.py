@@ -1,5 +1,8 @@
 """Reduction prims: sum mean amax amin var (dim: int, list or None; keepdim).
 
+Global average pooling (``adaptive_avg_pool{1,2,3}d(x, 1)``) is a ``mean`` over the
+trailing dims with ``keepdim=True``; other output sizes are not reductions.
+
 The ``reference`` lowering is a NumPy expression; Triton/TileLang reductions are
 built by the backends from the prim name and its canonical arguments.
 """
@@ -89,8 +92,26 @@ def _tensorplay_method_var(args: tuple, kwargs: dict) -> Dict[str, Any]:
     return {"a": a, **dict(zip(("dim", "correction", "keepdim"), rest)), **kwargs}
 
 
+def _global_pool(spatial: int):
+    """``adaptive_avg_pool{k}d(x, 1)``: a mean over the last ``k`` dims, kept as size 1.
+    Any other output size is not a reduction (None: the call keeps no prim)."""
+    def adapt(args: tuple, kwargs: dict) -> Optional[Dict[str, Any]]:
+        bound = dict(zip(("a", "output_size"), args), **kwargs)
+        size = bound.get("output_size")
+        sizes = (size,) * spatial if isinstance(size, int) else tuple(size or ())
+        if len(sizes) != spatial or any(s != 1 for s in sizes):
+            return None
+        return {"a": bound.get("input", bound.get("a")), "dim": tuple(range(-spatial, 0)),
+                "keepdim": True}
+    return adapt
+
+
+_POOLS = {f"{fw}.nn.functional:adaptive_avg_pool{k}d": _global_pool(k)
+          for fw in ("torch", "tensorplay") for k in (1, 2, 3)}
+
+
 def _record(name, signature, meta, reference, **kw):
-    spellings = (f"tensorplay:{name}", f"torch:{name}", f"method:{name}")
+    spellings = (f"tensorplay:{name}", f"torch:{name}", f"method:{name}") + kw.pop("extra", ())
     return register(Prim(name=name, kind="reduction", signature=signature, meta=meta,
                          spellings=spellings, lowerings={"reference": reference}, **kw))
 
@@ -105,7 +126,7 @@ def _ref(fn: str):
 
 
 _record("sum", sum, sum_meta, _ref("sum"))
-_record("mean", mean, mean_meta, _ref("mean"))
+_record("mean", mean, mean_meta, _ref("mean"), extra=tuple(_POOLS), adapters=_POOLS)
 _record("amax", amax, extremum_meta("amax"), _ref("amax"))
 _record("amin", amin, extremum_meta("amin"), _ref("amin"))
 _record("var", var, var_meta, _ref("var"),

@@ -137,8 +137,24 @@ def _other_dtype(dtype: str) -> str:
     return DTYPES[(DTYPES.index(dtype) + 2) % len(DTYPES)]
 
 
+def batch_norm_samples(fw: Framework, dtype: str) -> List[Sample]:
+    """``batch_norm_channels`` has no framework spelling: eval-mode ``batch_norm`` becomes it."""
+    x = fw.tensor(values(dtype), dtype)
+    n = len(values(dtype))
+    stats = [fw.tensor([0.5 * (i % 3) - 0.5 for i in range(n)], dtype),
+             fw.tensor([0.25 + i % 4 for i in range(n)], dtype),
+             fw.tensor([1.5 - (i % 5) for i in range(n)], dtype)]
+    bn = fw.functional.batch_norm
+    return [Sample("(N, C) affine", lambda a, m, v, w: bn(a, m, v, w, m, False, 0.1, 1e-3),
+                   (x.reshape(1, n), *stats)),
+            Sample("(N, C, L) no affine", lambda a, m, v: bn(a, m[:2], v[:2], training=False),
+                   (x[:2 * (n // 2)].reshape(1, 2, n // 2), stats[0], stats[1]))]
+
+
 def pointwise_samples(prim: Any, fw: Framework, dtype: str) -> List[Sample]:
     """Unary / binary samples from the prim's canonical signature; extra keywords per prim."""
+    if prim.name == "batch_norm_channels":
+        return batch_norm_samples(fw, dtype)
     params = list(inspect.signature(prim.signature).parameters)
     f = fw.callable_of(prim)
     x = fw.tensor(values(dtype), dtype)
@@ -228,7 +244,7 @@ def view_samples(prim: Any, fw: Framework, dtype: str) -> List[Sample]:
              "permute": lambda a: a.permute(1, 0), "transpose": lambda a: a.transpose(0, 1),
              "unsqueeze": lambda a: a.unsqueeze(0), "squeeze": lambda a: a.unsqueeze(1).squeeze(1),
              "expand": lambda a: a[:1].expand(4, 3), "contiguous": lambda a: a.transpose(0, 1).contiguous(),
-             "getitem": lambda a: a[1]}
+             "getitem": lambda a: a[1], "flatten": lambda a: a.unsqueeze(0).flatten(1)}
     return [Sample(prim.name, calls[prim.name], (x,))] if prim.name in calls else []
 
 

@@ -1,0 +1,162 @@
+"""``decompose``: inference-mode calls rewritten into what backends fuse.
+
+* Dropout in eval (``F.dropout(x, p, training=False)``, ``nn.Dropout`` in eval, the
+  ``dropout1d/2d/3d`` and alpha variants) returns its input itself in both frameworks:
+  the node is removed and its readers read the input (same aliasing as eager).
+* A cast to the dtype the tensor already has (``x.float()`` on float32, ``x.to(x.dtype)``)
+  returns ``x`` itself in torch and a tensor sharing its memory in TensorPlay: it is
+  removed too, so a later write through it reaches ``x`` as in eager (a fused cast would
+  write into a copy).
+* Batch norm in inference (``training=False`` with running statistics) becomes
+  ``batch_norm_channels(a, mean, var, weight, bias, eps)`` over per-channel operands
+  reshaped to broadcast against the input (``(C, 1, 1)`` for NCHW): a pointwise scale /
+  shift that joins the region of the convolution's epilogue (relu, residual add).
+  The reshapes are views of the parameters, run eagerly before the region.
+
+Runs after ``shape_prop`` (it reads ``tensor_meta``) and gives every new node its
+``prim``, ``prim_args`` and ``tensor_meta``. Training-mode calls are left as they are.
+
+>>> decompose(gm)          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+from .. import prims
+from ..ir.meta import TensorMeta
+from ..ir.node import Node, map_arg
+from .normalize import graph_framework
+
+log = logging.getLogger(__name__)
+
+__all__ = ["decompose", "annotate"]
+
+#: Prims that return their input itself when ``training`` is False.
+EVAL_IDENTITIES = frozenset({"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+                             "feature_alpha_dropout"})
+
+
+def annotate(node: Node, framework: str) -> bool:
+    """Set ``prim`` / ``prim_args`` / ``tensor_meta`` on a new node from its prim's meta rule;
+    False when no prim expresses it or the rule fails (the caller undoes its rewrite)."""
+    from ..prims.rules import framework_rules
+
+    found = prims.lookup(node, framework)
+    if found is None:
+        return False
+    node.meta["prim"], node.meta["prim_args"] = found
+    metas = map_arg(found[1], lambda n: n.meta.get("tensor_meta"))
+    try:
+        with framework_rules(framework):
+            meta = found[0].meta(**metas)
+    except Exception as exc:  # a meta rule refusing: keep the original node
+        log.debug("decompose: no meta for %s: %s", node.name, exc)
+        return False
+    if not isinstance(meta, TensorMeta):
+        return False
+    node.meta["tensor_meta"] = meta
+    return True
+
+
+def _is_tensor(value: Any) -> bool:
+    return isinstance(value, Node) and isinstance(value.meta.get("tensor_meta"), TensorMeta)
+
+
+def _drop_identity(node: Node) -> bool:
+    args = node.meta["prim_args"]
+    if args.get("training") is not False or not isinstance(args.get("a"), Node):
+        return False
+    node.replace_all_uses_with(args["a"])
+    node.graph.erase_node(node)
+    return True
+
+
+def _drop_same_dtype_cast(node: Node) -> bool:
+    a, meta = node.meta["prim_args"].get("a"), node.meta.get("tensor_meta")
+    if not (_is_tensor(a) and isinstance(meta, TensorMeta)) or \
+            a.meta["tensor_meta"].dtype != meta.dtype:
+        return False
+    node.replace_all_uses_with(a)
+    node.graph.erase_node(node)
+    return True
+
+
+def _channel_view(graph, value: Any, shape: tuple, framework: str) -> Optional[Node]:
+    if value is None:
+        return None
+    if tuple(value.meta["tensor_meta"].shape) == shape:
+        return value
+    view = graph.call_method("reshape", (value, shape))
+    view.meta["stack"] = value.meta.get("stack")
+    return view if annotate(view, framework) else None
+
+
+def _batch_norm(node: Node, framework: str) -> bool:
+    args = node.meta["prim_args"]
+    a, mean, var = args.get("a"), args.get("running_mean"), args.get("running_var")
+    weight, bias, eps = args.get("weight"), args.get("bias"), args.get("eps")
+    if args.get("training") is not False or not (_is_tensor(a) and _is_tensor(mean) and _is_tensor(var)):
+        return False
+    if any(v is not None and not _is_tensor(v) for v in (weight, bias)) or \
+            not isinstance(eps, (int, float)) or isinstance(eps, bool):
+        return False
+    meta = a.meta["tensor_meta"]
+    if meta.ndim < 2:
+        return False
+    shape = (meta.shape[1],) + (1,) * (meta.ndim - 2)
+    graph = node.graph
+    created = []
+    with graph.inserting_before(node):
+        views = []
+        for value in (mean, var, weight, bias):
+            view = _channel_view(graph, value, shape, framework)
+            if value is not None and view is None:
+                break
+            if view is not None and view is not value:
+                created.append(view)
+            views.append(view)
+        else:
+            from ..prims.nn import batch_norm_channels
+            new = graph.call_function(batch_norm_channels, (a, *views[:2]),
+                                      {"weight": views[2], "bias": views[3], "eps": float(eps)})
+            new.meta["stack"] = node.meta.get("stack")
+            created.append(new)
+            if annotate(new, framework) and new.meta["tensor_meta"].dtype == node.meta.get(
+                    "tensor_meta", meta).dtype:
+                node.replace_all_uses_with(new)
+                graph.erase_node(node)
+                return True
+    for made in reversed(created):  # a meta rule refused: leave the call as it was
+        graph.erase_node(made)
+    return False
+
+
+def decompose(gm: Any) -> Any:
+    """Remove eval-mode dropout and same-dtype casts, rewrite inference batch norm (module docstring)."""
+    graph = getattr(gm, "graph", gm)
+    framework = graph_framework(graph)
+    removed = rewritten = 0
+    for node in list(graph.nodes):
+        if node.meta.get("prim") is None or node.op not in ("call_function", "call_method"):
+            continue
+        if removed or rewritten:  # an earlier rewrite may have replaced this node's inputs
+            found = prims.lookup(node, framework)
+            if found is None:
+                continue
+            node.meta["prim"], node.meta["prim_args"] = found
+        prim = node.meta["prim"]
+        if prim.name in EVAL_IDENTITIES:
+            removed += _drop_identity(node)
+        elif prim.name == "cast":
+            removed += _drop_same_dtype_cast(node)
+        elif prim.name == "batch_norm":
+            rewritten += _batch_norm(node, framework)
+    if removed or rewritten:
+        from .normalize import normalize
+        normalize(gm)  # readers' prim_args still name the replaced nodes
+        log.debug("decompose: %d identities (eval dropout, same-dtype cast) removed, "
+                  "%d batch norms rewritten",
+                  removed, rewritten)
+    return gm
