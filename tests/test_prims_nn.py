@@ -119,10 +119,6 @@ def test_batch_norm_in_training_is_a_fence_and_matches_eager(framework):
     _close(tpg.compile(lambda v: bn(v) + 1, backend="reference")(x), bn(x) + 1)
 
 
-@pytest.mark.xfail(strict=True, reason="capture runs the program on the module's real buffers "
-                   "unless a node is in place by its spelling (ir/effects.is_inplace); training "
-                   "batch_norm writes running stats without saying so, so the first call updates "
-                   "them twice. Fix: capture on private copies when a prim flags a side effect")
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_batch_norm_in_training_updates_running_stats_once_per_call(framework):
     mod = fw(framework)
