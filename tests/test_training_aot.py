@@ -218,3 +218,29 @@ def test_triton_op_without_autograd_runs_eager_autograd_with_the_reason():
     assert_grads_equal(grads(model, compiled, x), grads(model, loss, x))
     reason = compiled_programs()[-1].explain()
     assert "plain_triton is a triton_op without register_autograd" in reason
+
+
+def test_opcheck_aot_dispatch_compiles_a_training_call_through_aot_autograd():
+    from tensorplay_graph.library import opcheck
+
+    @custom_op("tpg_training_test::gated", mutates_args=())
+    def gated(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(y)
+
+    @gated.register_fake
+    def _(x, y):
+        return torch.empty_like(x)
+
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        s = torch.sigmoid(y)
+        return g * s, g * x * s * (1 - s)
+
+    gated.register_autograd(backward, setup_context=lambda ctx, inputs, output:
+                            ctx.save_for_backward(*inputs))
+    before = len(compiled_programs())
+    assert opcheck(gated, (torch.randn(3, 4), torch.randn(3, 4)),
+                   test_utils="test_aot_dispatch_dynamic") == {}
+    built = compiled_programs()[before:]
+    assert built and built[-1].bridged == ["tpg_training_test::gated"]
+    assert set(built[-1].runners) == {"forward", "backward"}
