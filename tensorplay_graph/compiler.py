@@ -31,8 +31,10 @@ Dynamo's symbolic graphs (``dynamic=True``, automatic dynamic) are imported
 without specializing a size, so Dynamo keeps one graph for every length; our
 runner lowers them per concrete signature (:mod:`tensorplay_graph.dynamic_shapes`).
 
-Autograd: see :mod:`tensorplay_graph.autograd_regions` -- when grad is needed
-the captured graph runs through eager dispatch, so gradients equal eager.
+Autograd: ``torch.compile`` graphs that need grad go through AOTAutograd
+(:mod:`tensorplay_graph.training`): the forward and the backward graph are both
+lowered. Our own capture (``compile``, ``tp.compile``) still runs the captured graph
+through eager dispatch when grad is needed (:mod:`tensorplay_graph.autograd_regions`).
 """
 
 from __future__ import annotations
@@ -285,10 +287,15 @@ def torch_backend(gm: Any, example_inputs: Sequence[Any], *,
     flat placeholder list, as Dynamo calls it.
     """
     from .capture.importers import import_fx_graph
+    from .training import aot_backend, needs_autograd
     keep_opaque_to_dynamo()  # ops defined before Dynamo was loaded
     options = check_options(options)
-    return build_runner(import_fx_graph(gm), example_inputs,
-                        backends=_requested_backends(AUTO, options), options=options)
+    backends = _requested_backends(AUTO, options)
+    if needs_autograd(gm, example_inputs):
+        # Dynamo guards on grad mode and requires_grad: a later no_grad call recompiles
+        # and takes the inference path below.
+        return aot_backend(gm, example_inputs, backends, options)
+    return build_runner(import_fx_graph(gm), example_inputs, backends=backends, options=options)
 
 
 class _ArgumentBinder:

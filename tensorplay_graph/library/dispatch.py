@@ -73,6 +73,9 @@ def learn_class(value: Any) -> None:
     probe = _PROBE_CACHE.get(framework)
     if probe is None:
         probe = _PROBE_CACHE.setdefault(framework, _PROBE_FACTORIES[framework]())
+    # Before any early return: the base class is probed from here on (a FakeTensor
+    # learned first under AOTAutograd must not leave it without a grad-mode switch).
+    GRAD_ENABLED.setdefault(framework, framework_module(framework).is_grad_enabled)
     if framework == "tensorplay":
         # TensorPlay's own tracer proxies must never be probed as tensors.
         if "Proxy" in type(value).__name__:
@@ -92,7 +95,6 @@ def learn_class(value: Any) -> None:
         # FakeTensor and other modes dispatch through __torch_dispatch__: keep them slow.
         if type(value).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
             return
-    GRAD_ENABLED.setdefault(framework, framework_module(framework).is_grad_enabled)
     FRAMEWORK_OF[type(value)] = framework
     PROBES[type(value)] = probe
 

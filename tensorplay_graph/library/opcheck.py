@@ -6,7 +6,8 @@ Four checks, on TensorPlay or torch sample inputs:
 - ``test_autograd_registration``: gradients reach every floating input;
 - ``test_faketensor``: the fake kernel reproduces output count/shape/dtype/device;
 - ``test_aot_dispatch_dynamic``: the op captures as one node and the captured
-  graph reproduces eager outputs.
+  graph reproduces eager outputs; on torch inputs, ``torch.compile(dynamic=True)``
+  of a training call (AOTAutograd) reproduces eager outputs and gradients.
 """
 
 from __future__ import annotations
@@ -232,6 +233,9 @@ def test_aot_dispatch_dynamic(op: Any, args: tuple, kwargs: dict) -> None:
                 f"{op.name}: input {i} after the captured graph differs from eager "
                 "(a declared mutation was lost or repeated)"
             )
+    if _dispatch.framework_of(examples[0]) == "torch":
+        from ..training.opcheck_aot import check_aot_training
+        check_aot_training(op, program, examples)  # forward + backward through AOTAutograd
 
 
 _TESTS = {
