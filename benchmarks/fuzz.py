@@ -1,0 +1,150 @@
+"""Long-mode differential fuzzer: compiled vs eager over many random programs.
+
+    python benchmarks/fuzz.py --n 20000 --framework torch --backend reference
+    python benchmarks/fuzz.py --n 500 --framework all --backend reference auto tilelang interpreter
+
+Prints programs / mismatches / crashes / skipped per framework x backend and writes
+each failing program's minimal (shrunk) repro to ``--out`` (one self-contained
+``.py`` per failure). Programs run in child processes of ``--chunk`` seeds, so an
+eager or compiled crash that kills the process (a segfault) is counted, not fatal.
+The generator and checker live in ``tests/fuzz`` (the CI test runs a fixed seed set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
+sys.path.insert(0, str(ROOT))
+logger = logging.getLogger("fuzz")
+
+
+def worker(args: argparse.Namespace) -> None:
+    """Check seeds [start, stop) and print one JSON line per event (parent parses them)."""
+    from fuzz_check import check, shrink
+    from fuzz_gen import generate
+    from fuzz_program import repro_source
+
+    def timeout(*_):
+        raise TimeoutError(f"program took longer than {args.timeout_s} s")
+
+    signal.signal(signal.SIGALRM, timeout)
+    out, args.backend = Path(args.out), args.backend[0]
+    for seed in range(args.start, args.stop):
+        big = args.big_every > 0 and seed % args.big_every == 0
+        print(json.dumps({"start": seed}), flush=True)
+        program = generate(seed, args.framework, big=big)
+        signal.alarm(args.timeout_s)
+        try:
+            outcome = check(program, args.backend)
+        except TimeoutError as exc:
+            from fuzz_check import Outcome
+            outcome = Outcome("crash", f"TimeoutError: {exc}")
+        finally:
+            signal.alarm(0)
+        record = {"seed": seed, "status": outcome.status, "signature": outcome.signature()}
+        if outcome.failed:
+            small, small_outcome = shrink(program, args.backend, outcome, args.shrink_s)
+            name = f"{args.framework}-{args.backend}-{seed}.py"
+            (out / name).write_text(repro_source(small, args.backend, small_outcome.detail))
+            record.update(repro=name, small_signature=small_outcome.signature())
+        print(json.dumps(record), flush=True)
+
+
+def run_cell(args: argparse.Namespace, framework: str, backend: str) -> Counter:
+    counts: Counter = Counter()
+    seed = args.seed_start
+    stop = args.seed_start + args.n
+    while seed < stop:
+        chunk_stop = min(stop, seed + args.chunk)
+        cmd = [sys.executable, __file__, "--worker", "--framework", framework, "--backend", backend,
+               "--start", str(seed), "--stop", str(chunk_stop), "--out", args.out,
+               "--shrink-s", str(args.shrink_s), "--big-every", str(args.big_every),
+               "--timeout-s", str(args.timeout_s)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        last_started, done = None, set()
+        for line in proc.stdout.splitlines():
+            if not line.startswith("{"):
+                continue
+            rec = json.loads(line)
+            if "start" in rec:
+                last_started = rec["start"]
+                continue
+            done.add(rec["seed"])
+            counts[rec["status"]] += 1
+            if rec["status"] in ("mismatch", "crash"):
+                counts["sig:" + rec.get("small_signature", rec["signature"])] += 1
+                logger.warning("%s/%s seed %d: %s -> %s", framework, backend, rec["seed"],
+                               rec["signature"], rec.get("repro"))
+        if proc.returncode != 0 and last_started is not None and last_started not in done:
+            counts["crash"] += 1
+            counts[f"sig:crash: process died (rc {proc.returncode})"] += 1
+            logger.warning("%s/%s seed %d killed the process (rc %d): %s", framework, backend,
+                           last_started, proc.returncode, proc.stderr.strip()[-300:])
+            seed = last_started + 1
+        elif proc.returncode != 0:
+            raise RuntimeError(f"fuzz worker failed before any program: {proc.stderr[-2000:]}")
+        else:
+            seed = chunk_stop
+    return counts
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, default=200, help="programs per framework x backend")
+    p.add_argument("--framework", default="all", choices=["torch", "tensorplay", "all"])
+    p.add_argument("--backend", nargs="+", default=["reference"],
+                   help="reference / auto / tilelang / interpreter (triton: tests/interp)")
+    p.add_argument("--seed-start", type=int, default=0)
+    p.add_argument("--out", default=str(ROOT / "out" / "fuzz"), help="directory for repros")
+    p.add_argument("--shrink-s", type=float, default=30.0, help="shrink budget per failure")
+    p.add_argument("--big-every", type=int, default=-1,
+                   help="every k-th program uses 64Ki+ element tensors (default: 8 for "
+                        "tilelang / auto, never otherwise)")
+    p.add_argument("--chunk", type=int, default=250, help="programs per child process")
+    p.add_argument("--timeout-s", type=int, default=300, help="per program, counted as a crash")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--start", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--stop", type=int, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        return worker(args)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    os.makedirs(args.out, exist_ok=True)
+    frameworks = ["torch", "tensorplay"] if args.framework == "all" else [args.framework]
+    rows = []
+    for backend in args.backend:
+        for framework in frameworks:
+            cell = argparse.Namespace(**vars(args))
+            if cell.big_every < 0:
+                cell.big_every = 8 if backend in ("tilelang", "auto") else 0
+            t0 = time.monotonic()
+            counts = run_cell(cell, framework, backend)
+            rows.append((framework, backend, counts, time.monotonic() - t0))
+    lines = ["| framework | backend | programs | mismatches | crashes | skipped | seconds |",
+             "|---|---|---|---|---|---|---|"]
+    for framework, backend, c, secs in rows:
+        programs = c["ok"] + c["mismatch"] + c["crash"]
+        lines.append(f"| {framework} | {backend} | {programs} | {c['mismatch']} | {c['crash']} | "
+                     f"{c['skip']} | {secs:.0f} |")
+    lines.append("")
+    for framework, backend, c, _ in rows:
+        for key, n in sorted(((k, v) for k, v in c.items() if k.startswith("sig:")),
+                             key=lambda kv: -kv[1]):
+            lines.append(f"{framework}/{backend}: {n} x {key[4:]}")
+    lines.append(f"repros: {args.out}")
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""Run one fuzz program eagerly and compiled, compare, and shrink failures to minimal repros.
+
+A program eager rejects is skipped. Otherwise the compiled function is called twice
+(the compiling call and a steady-state call) on fresh copies of the inputs; each call
+must return the same number of outputs, each of eager's type, dtype and shape, with
+equal values (bitwise for integers and bool, NaN / inf positions equal, per-dtype
+tolerance for floats), and leave the inputs as eager left them. An exception from the
+compiled function is a crash.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Tuple
+
+import numpy as np
+
+from fuzz_gen import FLOATS, dtype_name, levels
+from fuzz_program import Program, build_function, repro_source
+
+#: Relative tolerance per dtype, scaled by the output's largest finite magnitude (fusion
+#: reassociates sums and keeps float16 / bfloat16 intermediates in float32, as Inductor does).
+RTOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 6e-2}
+
+
+@dataclass
+class Outcome:
+    status: str          # "ok" | "skip" | "mismatch" | "crash"
+    detail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("mismatch", "crash")
+
+    def signature(self) -> str:
+        """A coarse key for grouping: status plus the first line with numbers removed."""
+        first = self.detail.splitlines()[0] if self.detail else ""
+        first = re.sub(r"0x[0-9a-f]+|\d+(\.\d+)?(e[-+]?\d+)?", "#", first)
+        return f"{self.status}: {first[:120]}"
+
+
+def to_numpy(t: Any) -> np.ndarray:
+    name = dtype_name(t)
+    if hasattr(t, "detach"):
+        t = t.detach()
+    if name in FLOATS:
+        t = t.float()
+    if type(t).__module__.startswith("torch"):
+        return t.contiguous().numpy().copy()
+    return np.array(t.contiguous().numpy(), copy=True)
+
+
+def compare(want: Any, got: Any, level: int, lowp: bool) -> Optional[str]:
+    """None when ``got`` matches ``want``; otherwise what differs."""
+    if type(got) is not type(want):
+        return f"type {type(got).__module__}.{type(got).__name__} != eager's {type(want).__name__}"
+    if dtype_name(got) != dtype_name(want):
+        return f"dtype {dtype_name(got)} != eager's {dtype_name(want)}"
+    if tuple(got.shape) != tuple(want.shape):
+        return f"shape {tuple(got.shape)} != eager's {tuple(want.shape)}"
+    if level >= 3:
+        return None
+    e, g = to_numpy(want), to_numpy(got)
+    name = dtype_name(want)
+    if name in FLOATS:
+        scale = max(1.0, float(np.max(np.abs(e[np.isfinite(e)]), initial=0.0)))
+        tol = RTOL[name] * scale
+        with np.errstate(invalid="ignore"):
+            close = (np.abs(e - g) <= tol) | (np.isnan(e) & np.isnan(g)) | (e == g)
+            if level == 0:  # exact ops keep the sign of zero
+                close &= ~((e == 0) & (g == 0) & (np.signbit(e) != np.signbit(g)))
+    else:
+        close = e == g
+    bad = np.argwhere(~close)
+    allowed = 0 if level < 2 and not (lowp and level >= 1) else max(1, e.size // 50)
+    if len(bad) <= allowed:
+        return None
+    shown = [tuple(int(i) for i in idx) for idx in bad[:4]]
+    pairs = ", ".join(f"{idx}: eager {e[idx]!r} got {g[idx]!r}" for idx in shown)
+    return f"values differ at {len(bad)}/{e.size} elements ({name}): {pairs}"
+
+
+def check(program: Program, backend: str, calls: int = 2) -> Outcome:
+    import tensorplay_graph as tpg
+    info = levels(program)
+    if info is None:
+        return Outcome("skip", "eager rejects the program")
+    out_levels, in_levels, lowp = info
+    fn, inputs = build_function(program)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eager_in = inputs()
+        try:
+            want = fn(*eager_in)
+        except Exception as exc:  # noqa: BLE001 - eager's own rejection: not counted
+            return Outcome("skip", f"eager raises {type(exc).__name__}: {exc}")
+        try:
+            compiled = tpg.compile(fn, backend=backend)
+        except Exception as exc:  # noqa: BLE001
+            return Outcome("crash", f"compile(): {type(exc).__name__}: {_first(exc)}")
+        for call in range(1, calls + 1):
+            args = inputs()
+            try:
+                got = compiled(*args)
+            except Exception as exc:  # noqa: BLE001
+                return Outcome("crash", f"{type(exc).__name__}: {_first(exc)} (call {call})")
+            if not isinstance(got, tuple) or len(got) != len(want):
+                return Outcome("mismatch", f"returned {type(got).__name__} of "
+                               f"{len(got) if isinstance(got, tuple) else '?'} values, eager "
+                               f"{len(want)} (call {call})")
+            for k, (w, g, lv) in enumerate(zip(want, got, out_levels)):
+                why = compare(w, g, lv, lowp)
+                if why:
+                    return Outcome("mismatch", f"output {k}: {why} (call {call})")
+            for k, (w, g, lv) in enumerate(zip(eager_in, args, in_levels)):
+                why = compare(w, g, lv, lowp)
+                if why:
+                    return Outcome("mismatch", f"input {k} after the call: {why} (call {call})")
+    return Outcome("ok")
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else ""
+
+
+def shrink(program: Program, backend: str, outcome: Outcome, budget_s: float = 60.0
+           ) -> Tuple[Program, Outcome]:
+    """Greedily drop statements / outputs / input quirks while the same kind of failure stays."""
+    deadline = time.monotonic() + budget_s
+    kind = _kind(outcome)
+
+    def still(p: Optional[Program]) -> Optional[Outcome]:
+        if p is None or time.monotonic() > deadline:
+            return None
+        p = p.pruned_inputs()
+        o = check(p, backend)
+        return o if o.failed and _kind(o) == kind else None
+
+    best, best_outcome = program, outcome
+    changed = True
+    while changed and time.monotonic() < deadline:
+        changed = False
+        for i in reversed(range(len(best.stmts))):
+            if i >= len(best.stmts):
+                continue
+            cand = best.without(i)
+            o = still(cand)
+            if o:
+                best, best_outcome, changed = cand.pruned_inputs(), o, True
+        if len(best.outputs) > 1:
+            for out in list(best.outputs):
+                cand = Program(best.framework, best.inputs, best.stmts, [out], best.seed, best.meta)
+                o = still(cand)
+                if o:
+                    best, best_outcome, changed = cand.pruned_inputs(), o, True
+                    break
+        for k, spec in enumerate(best.inputs):
+            for plain in (dict(layout="c"), dict(special=False)):
+                if all(getattr(spec, f) == v for f, v in plain.items()):
+                    continue
+                inputs = list(best.inputs)
+                inputs[k] = type(spec)(**{**spec.__dict__, **plain})
+                cand = Program(best.framework, inputs, best.stmts, best.outputs, best.seed, best.meta)
+                o = still(cand)
+                if o:
+                    best, best_outcome, changed = cand, o, True
+    return best, best_outcome
+
+
+def _kind(o: Outcome) -> str:
+    if o.status == "crash":
+        return "crash:" + o.detail.split(":")[0]
+    return o.status
+
+
+def run_many(programs: List[Program], backend: str, shrink_s: float = 30.0,
+             deadline: Optional[float] = None,
+             on_failure: Optional[Callable[[Program, Outcome, str], None]] = None
+             ) -> dict:
+    """Check each program; shrink failures (until ``deadline``, a ``time.monotonic()``
+    value; later failures are reported unshrunk). Returns counts and the repros."""
+    stats = {"programs": 0, "mismatches": 0, "crashes": 0, "skipped": 0, "failures": []}
+    for program in programs:
+        outcome = check(program, backend)
+        if outcome.status == "skip":
+            stats["skipped"] += 1
+            continue
+        stats["programs"] += 1
+        if not outcome.failed:
+            continue
+        stats["mismatches" if outcome.status == "mismatch" else "crashes"] += 1
+        budget = shrink_s if deadline is None else min(shrink_s, deadline - time.monotonic())
+        small, small_outcome = shrink(program, backend, outcome, budget) if budget > 0 else (
+            program, outcome)
+        repro = repro_source(small, backend, small_outcome.detail)
+        stats["failures"].append((small_outcome, repro))
+        if on_failure:
+            on_failure(small, small_outcome, repro)
+    return stats

@@ -1,0 +1,406 @@
+"""Seeded generator of random straight-line programs (3-30 ops) for torch and TensorPlay.
+
+Generation runs each candidate statement eagerly on the framework's tensors as it goes,
+so every accepted statement is valid for that framework's own semantics (its dtype
+promotion, its view rules) and the generator knows each value's real shape and dtype.
+
+Each value carries an exactness level, used by the comparison to stay free of false
+alarms while still being strict where the compiled result must be exact:
+0 exact (inputs, views, casts, relu/abs/where/...), 1 rounded floating point (fusion
+may reassociate / contract), 2 discrete decision on rounded data (a comparison or a
+floor that may flip at a tie: a few elements may differ), 3 a reduction of level 2
+(only dtype and shape are checked).
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+from typing import Any, Dict, List, Optional, Tuple
+
+from fuzz_program import InputSpec, Program, Stmt, custom_ops, framework_modules, make_input
+
+FLOATS = ("float32", "float16", "bfloat16")
+DTYPES = FLOATS + ("int32", "bool")
+SCALARS = ["0", "1", "-1", "2", "0.5", "-3.0", "1.5", "1e-3", "7", "300", "-0.0"]
+SPECIAL_SCALARS = ["70000.0", 'float("inf")', 'float("-inf")', 'float("nan")', "0.0"]
+DIM_SIZES = [1, 1, 2, 3, 4, 5, 8]
+BIG_SHAPES = [(256, 256), (128, 512), (65536,), (64, 1024), (2, 128, 256)]
+
+
+def dtype_name(t: Any) -> str:
+    return str(t.dtype).split(".")[-1]
+
+
+class Var:
+    def __init__(self, value: Any, level: int, is_input: bool = False) -> None:
+        self.value, self.level, self.is_input = value, level, is_input
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return tuple(self.value.shape)
+
+    @property
+    def dtype(self) -> str:
+        return dtype_name(self.value)
+
+
+class Generator:
+    """Builds one program; ``big`` uses 64Ki+ element float32 inputs (TileLang's CPU range)."""
+
+    def __init__(self, seed: int, framework: str, big: bool = False) -> None:
+        self.seed, self.framework, self.big = seed, framework, big
+        self.rng = random.Random(seed * 7919 + (1 if framework == "torch" else 2) + (10 if big else 0))
+        self.T, self.F = framework_modules(framework)
+        self.ns: Dict[str, Any] = {"T": self.T, "F": self.F, **custom_ops(framework)}
+        self.env: Dict[str, Var] = {}
+        self.inputs: List[InputSpec] = []
+        self.stmts: List[Stmt] = []
+        self.pending: Optional[InputSpec] = None
+
+    # -- inputs ------------------------------------------------------------------
+    def base_shape(self) -> Tuple[int, ...]:
+        r = self.rng
+        if self.big:
+            return r.choice(BIG_SHAPES)
+        if r.random() < 0.06:
+            return ()
+        shape = [r.choice(DIM_SIZES) for _ in range(r.randint(1, 3))]
+        if r.random() < 0.07:
+            shape[r.randrange(len(shape))] = 0
+        return tuple(shape)
+
+    def new_input(self, shape: Tuple[int, ...], dtype: Optional[str] = None) -> InputSpec:
+        r = self.rng
+        if dtype is None:
+            dtype = "float32" if self.big and r.random() < 0.85 else r.choice(
+                ["float32"] * 5 + ["float16", "bfloat16", "int32", "int32", "bool"])
+        layout = "c"
+        if len(shape) >= 2 and r.random() < 0.2:
+            layout = "t"
+        elif len(shape) >= 1 and r.random() < 0.12:
+            layout = "s"
+        special = dtype in FLOATS and r.random() < 0.3
+        name = f"x{len(self.inputs) + (1 if self.pending else 0)}"
+        return InputSpec(name, tuple(shape), dtype, r.randrange(1 << 30), special, layout)
+
+    def fresh(self, shape: Tuple[int, ...], dtype: Optional[str] = None) -> str:
+        """A new input for the statement being built (kept only if it is accepted)."""
+        self.pending = self.new_input(shape, dtype)
+        return self.pending.name
+
+    def broadcast_partner(self, shape: Tuple[int, ...]) -> Tuple[int, ...]:
+        r = self.rng
+        out = [1 if r.random() < 0.35 else d for d in shape]
+        drop = r.randint(0, len(out)) if r.random() < 0.3 else 0
+        return tuple(out[drop:])
+
+    # -- statement execution --------------------------------------------------------
+    def try_add(self, stmt: Stmt) -> bool:
+        """Run ``stmt`` eagerly on the current values; keep it if eager accepts it."""
+        ns = dict(self.ns)
+        ns.update({k: v.value for k, v in self.env.items()})
+        pending = self.pending
+        if pending is not None:
+            ns[pending.name] = make_input(self.T, pending.shape, pending.dtype, pending.seed,
+                                          pending.special, pending.layout)
+        self.pending = None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if stmt.out is None:
+                    exec(stmt.line(), ns)
+                else:
+                    value = eval(stmt.code.format(*stmt.args), ns)
+                    if not hasattr(value, "dtype") or not hasattr(value, "shape"):
+                        return False
+        except Exception:  # noqa: BLE001 - eager rejected the candidate: pick another
+            return False
+        if pending is not None:
+            self.inputs.append(pending)
+            self.env[pending.name] = Var(ns[pending.name], 0, is_input=True)
+        if stmt.out is None:
+            if stmt.kind != "exact":  # the write may reach any alias: stay tolerant
+                for var in self.env.values():
+                    var.level = max(var.level, 1)
+        else:
+            self.env[stmt.out] = Var(value, 0)
+            self.env[stmt.out].level = self.level_of(stmt.kind, stmt.args,
+                                                     dtype_name(value) in FLOATS)
+        self.stmts.append(stmt)
+        return True
+
+    def pick(self, pred=lambda v: True, prefer_intermediate: bool = False) -> Optional[str]:
+        names = [k for k, v in self.env.items() if pred(v)]
+        if not names:
+            return None
+        if prefer_intermediate:
+            inter = [k for k in names if not self.env[k].is_input]
+            if inter and self.rng.random() < 0.9:
+                names = inter
+        recent = names[-4:]
+        return self.rng.choice(recent if self.rng.random() < 0.6 else names)
+
+    def out_name(self) -> str:
+        return f"v{len(self.stmts)}"
+
+    def scalar(self) -> str:
+        r = self.rng
+        return r.choice(SPECIAL_SCALARS) if r.random() < 0.12 else r.choice(SCALARS)
+
+    # -- op families ---------------------------------------------------------------
+    def level_of(self, kind: str, args: Tuple[str, ...], out_float: bool) -> int:
+        lv = max([self.env[a].level for a in args if a in self.env] or [0])
+        if kind == "exact":
+            return lv
+        if kind == "arith":
+            return max(lv, 1) if out_float else lv
+        if kind == "discrete":
+            return max(lv, 2) if lv >= 1 else 0
+        return 3 if lv >= 2 else (max(lv, 1) if out_float else lv)  # reduce
+
+    def emit(self, code: str, args: Tuple[str, ...], kind: str, out: bool = True) -> bool:
+        return self.try_add(Stmt(self.out_name() if out else None, code, args, kind))
+
+    def op_binary(self) -> bool:
+        r = self.rng
+        a = self.pick()
+        if a is None:
+            return False
+        form = r.random()
+        ops = ["+", "-", "*", "/", "**"] + ["+", "*", "-"]
+        if form < 0.45:
+            op, s = r.choice(ops), self.scalar()
+            code = f"({{0}} {op} {s})" if r.random() < 0.5 else f"({s} {op} {{0}})"
+            return self.emit(code, (a,), "arith")
+        if form < 0.55:
+            fn = r.choice(['T.div({0}, {1}, rounding_mode="floor")', "T.remainder({0}, {1})",
+                           'T.div({0}, {1}, rounding_mode="trunc")', "({0} // {1})"])
+            s = self.scalar()
+            if "remainder" in fn and s in ("0", "-0.0") and self.framework != "torch":
+                return False  # TensorPlay 1.0.0's eager integer remainder by 0 dies (SIGFPE)
+            return self.emit(fn.replace("{1}", s), (a,), "discrete")
+        shape = self.env[a].shape
+        b = self.pick(lambda v: v.shape == shape or r.random() < 0.3)
+        if b is None or r.random() < 0.35:
+            b = self.fresh(self.broadcast_partner(shape), self.env[a].dtype if r.random() < 0.6 else None)
+        fn = r.choice([f"({{0}} {r.choice(ops)} {{1}})", "T.maximum({0}, {1})",
+                       "T.minimum({0}, {1})", f"({{0}} {r.choice(ops)} {{1}})"])
+        kind = "exact" if "imum" in fn else "arith"
+        return self.emit(fn, (a, b) if r.random() < 0.8 else (b, a), kind)
+
+    def op_compare(self) -> bool:
+        r = self.rng
+        a = self.pick()
+        if a is None:
+            return False
+        op = r.choice(["<", "<=", ">", ">=", "==", "!="])
+        if r.random() < 0.5:
+            s = self.scalar()
+            code = f"({{0}} {op} {s})" if r.random() < 0.7 else f"({s} {op} {{0}})"
+            return self.emit(code, (a,), "discrete")
+        shape = self.env[a].shape
+        b = self.pick(lambda v: v.shape == shape) or self.fresh(self.broadcast_partner(shape))
+        return self.emit(f"({{0}} {op} {{1}})", (a, b), "discrete")
+
+    def op_where(self) -> bool:
+        r = self.rng
+        a = self.pick()
+        if a is None:
+            return False
+        c = self.pick(lambda v: v.dtype == "bool")
+        if c is None:
+            return self.emit(f"T.where({{0}} > {r.choice(['0', '0.5', '-1'])}, {{0}}, {self.scalar()})",
+                             (a,), "discrete")
+        if r.random() < 0.4:
+            return self.emit(f"T.where({{0}}, {{1}}, {self.scalar()})", (c, a), "exact")
+        b = self.pick() or a
+        return self.emit("T.where({0}, {1}, {2})", (c, a, b), "exact")
+
+    UNARY = [("T.exp({0})", "arith"), ("{0}.abs()", "exact"), ("T.relu({0})", "exact"),
+             ("{0}.sigmoid()", "arith"), ("T.tanh({0})", "arith"), ("T.log({0})", "arith"),
+             ("T.sqrt({0})", "arith"), ("{0}.rsqrt()", "arith"), ("T.sin({0})", "arith"),
+             ("T.floor({0})", "discrete"), ("T.ceil({0})", "discrete"), ("T.round({0})", "discrete"),
+             ("T.trunc({0})", "discrete"), ("{0}.reciprocal()", "arith"), ("(-{0})", "exact"),
+             ("{0}.clamp(min=-1.0, max=2.0)", "exact"), ("{0}.clamp(min=0)", "exact"),
+             ("F.gelu({0})", "arith"), ("F.silu({0})", "arith"), ("T.logical_not({0})", "exact"),
+             ("(~{0})", "exact"), ("T.isnan({0})", "exact"), ("T.sign({0})", "exact"),
+             ("T.square({0})", "arith"), ("F.relu({0})", "exact"), ("T.nan_to_num({0})", "exact")]
+
+    def op_unary(self) -> bool:
+        a = self.pick()
+        if a is None:
+            return False
+        code, kind = self.rng.choice(self.UNARY)
+        return self.emit(code, (a,), kind)
+
+    def op_cast(self) -> bool:
+        a = self.pick()
+        if a is None:
+            return False
+        r = self.rng
+        target = r.choice(DTYPES)
+        code = r.choice([{"float32": "{0}.float()", "float16": "{0}.half()", "bfloat16": "{0}.bfloat16()",
+                          "int32": "{0}.int()", "bool": "{0}.bool()"}[target],
+                         f"{{0}}.to(T.{target})"])
+        kind = "discrete" if target in ("int32", "bool") else "exact"
+        return self.emit(code, (a,), kind)
+
+    def reducible(self, v: Var) -> bool:
+        # TensorPlay 1.0.0's eager softmax dies with SIGFPE on a size-0 dim: keep it off
+        # empty tensors (a crash of eager itself, not of the compiler).
+        return self.framework == "torch" or 0 not in v.shape
+
+    def op_reduce(self) -> bool:
+        r = self.rng
+        a = self.pick(self.reducible)
+        if a is None:
+            return False
+        nd = len(self.env[a].shape)
+        d = r.randrange(-nd, nd) if nd else r.choice([0, -1])
+        k = r.choice([True, False])
+        code = r.choice([f"{{0}}.sum(dim={d}, keepdim={k})", f"{{0}}.mean(dim={d}, keepdim={k})",
+                         f"{{0}}.amax(dim={d}, keepdim={k})", f"{{0}}.amin(dim={d}, keepdim={k})",
+                         f"T.sum({{0}}, {d})", "{0}.sum()", "{0}.mean()", "{0}.amax()",
+                         f"{{0}}.prod(dim={d}, keepdim={k})", f"T.softmax({{0}}, dim={d})",
+                         f"F.log_softmax({{0}}, dim={d})", f"F.softmax({{0}}, dim={d})",
+                         f"{{0}}.max(dim={d}, keepdim={k}).values", f"{{0}}.var(dim={d})"])
+        if "softmax" in code and self.framework != "torch" and self.env[a].dtype not in FLOATS:
+            return False  # TensorPlay 1.0.0's eager softmax of bool segfaults
+        kind = "exact" if ("amax" in code or "amin" in code or "max(" in code) else "reduce"
+        return self.emit(code, (a,), kind)
+
+    def op_norm(self) -> bool:
+        a = self.pick(lambda v: len(v.shape) >= 1 and v.dtype in FLOATS and self.reducible(v))
+        if a is None:
+            return False
+        n = self.env[a].shape[-1]
+        if self.rng.random() < 0.5:
+            return self.emit(f"F.layer_norm({{0}}, ({n},))", (a,), "reduce")
+        w = self.fresh((n,), self.env[a].dtype)
+        return self.emit(f"F.layer_norm({{0}}, ({n},), {{1}}, None)", (a, w), "reduce")
+
+    def op_matmul(self) -> bool:
+        r = self.rng
+        a = self.pick(lambda v: len(v.shape) >= 1 and self.reducible(v))
+        if a is None:
+            return False
+        k = self.env[a].shape[-1]
+        m = r.choice([1, 2, 3, 8]) if not self.big else r.choice([64, 256])
+        b = self.fresh((k, m) if r.random() < 0.85 else (k,), self.env[a].dtype)
+        code = "({0} @ {1})" if r.random() < 0.7 else "T.matmul({0}, {1})"
+        return self.emit(code, (a, b), "reduce")
+
+    def op_view(self) -> bool:
+        r = self.rng
+        a = self.pick()
+        if a is None:
+            return False
+        shape = self.env[a].shape
+        nd = len(shape)
+        choices = ["{0}.contiguous()", "{0}.reshape(-1)", "{0}[..., None]", "{0}.unsqueeze(0)",
+                   "{0}.flatten()"]
+        if nd >= 1:
+            choices += ["{0}[1:]", "{0}[..., ::2]", "{0}[0]", f"{{0}}.squeeze({r.randrange(nd)})",
+                        "{0}[-1:]", f"{{0}}.expand(2, {', '.join(map(str, shape))})"]
+        if nd >= 2:
+            i, j = r.sample(range(nd), 2)
+            perm = list(range(nd))
+            r.shuffle(perm)
+            choices += [f"{{0}}.transpose({i}, {j})", f"{{0}}.permute({', '.join(map(str, perm))})",
+                        "{0}[:, 1:]", f"{{0}}.reshape({shape[0]}, -1)", "{0}.view(-1)"]
+        if nd == 2:
+            choices += ["{0}.t()", "{0}.T"]
+        return self.emit(r.choice(choices), (a,), "exact")
+
+    def op_inplace(self) -> bool:
+        r = self.rng
+        a = self.pick(prefer_intermediate=True)
+        if a is None:
+            return False
+        if self.env[a].is_input and r.random() < 0.5:
+            return False
+        if self.framework != "torch" and 0 in tuple(self.env[a].value.stride()):
+            return False  # TensorPlay 1.0.0 corrupts its heap writing through an expand()
+        s = self.scalar()
+        choices = [(f"{{0}}.add_({s})", 1), (f"{{0}}.mul_({s})", 1), ("{0}.relu_()", 0),
+                   (f"{{0}}.clamp_(min={r.choice(['0.0', '-1.0'])})", 0), (f"{{0}}[0] = {s}", 0),
+                   (f"{{0}}[..., :1] = {s}", 0), ("{0}.zero_()", 0), (f"{{0}}.fill_({s})", 0),
+                   (f"{{0}}.sub_({s})", 1), ("{0}.neg_()", 0)]
+        shape = self.env[a].shape
+        b = self.pick(lambda v: v.shape == shape and v is not self.env[a])
+        if b is not None:
+            choices += [("{0}.copy_({1})", 0), ("{0}.add_({1})", 1), ("{0}.mul_({1})", 1)]
+        if self.env[a].dtype == "float32":
+            choices.append(("fuzz_bump_({0})", 1))
+        code, level = r.choice(choices)
+        args = (a, b) if "{1}" in code else (a,)
+        return self.emit(code, args, "arith" if level else "exact", out=False)
+
+    def op_custom(self) -> bool:
+        a = self.pick(lambda v: v.dtype == "float32")
+        if a is None:
+            return False
+        return self.emit(f"fuzz_affine({{0}}, {self.rng.choice(['2.0', '-0.5', '3.0'])})", (a,), "arith")
+
+    def op_repeat(self) -> bool:
+        """CSE bait: the same pure expression again, often written in place afterwards."""
+        pure = [s for s in self.stmts if s.out is not None]
+        if not pure:
+            return False
+        s = self.rng.choice(pure[-5:])
+        if not self.try_add(Stmt(self.out_name(), s.code, s.args, s.kind)):
+            return False
+        if self.rng.random() < 0.6:
+            name = self.stmts[-1].out
+            self.try_add(Stmt(None, self.rng.choice(["{0}.mul_(10)", "{0}.add_(1)", "{0}.zero_()"]),
+                              (name,), "arith"))
+        return True
+
+    FAMILIES = [("op_binary", 24), ("op_compare", 8), ("op_where", 7), ("op_unary", 14),
+                ("op_cast", 8), ("op_reduce", 9), ("op_norm", 2), ("op_matmul", 3),
+                ("op_view", 10), ("op_inplace", 8), ("op_custom", 2), ("op_repeat", 3)]
+    BIG_FAMILIES = [("op_binary", 30), ("op_compare", 8), ("op_where", 8), ("op_unary", 16),
+                    ("op_cast", 6), ("op_reduce", 3), ("op_view", 3), ("op_inplace", 4),
+                    ("op_custom", 1), ("op_repeat", 3)]
+
+    def generate(self) -> Program:
+        r = self.rng
+        shape = self.base_shape()
+        for _ in range(r.randint(1, 3)):
+            spec = self.new_input(shape if r.random() < 0.7 else self.broadcast_partner(shape))
+            self.inputs.append(spec)
+            self.env[spec.name] = Var(make_input(self.T, spec.shape, spec.dtype, spec.seed,
+                                                 spec.special, spec.layout), 0, is_input=True)
+        target = r.randint(3, 30)
+        families = self.BIG_FAMILIES if self.big else self.FAMILIES
+        names, weights = zip(*families)
+        attempts = 0
+        while len(self.stmts) < target and attempts < target * 10:
+            attempts += 1
+            getattr(self, r.choices(names, weights)[0])()
+        produced = [s.out for s in self.stmts if s.out is not None]
+        outputs = produced[-1:]
+        extra = [n for n in produced[:-1] if r.random() < 0.15]
+        outputs = list(dict.fromkeys(extra[:2] + outputs)) or [self.inputs[0].name]
+        return Program(self.framework, self.inputs, self.stmts, outputs, self.seed, {"big": self.big})
+
+
+def generate(seed: int, framework: str, big: bool = False) -> Program:
+    return Generator(seed, framework, big).generate()
+
+
+def levels(program: Program) -> Optional[Tuple[List[int], List[int], bool]]:
+    """Exactness levels of the outputs and of the inputs after the program, and whether any
+    value is float16 / bfloat16, by replaying the program eagerly (None: eager fails)."""
+    g = Generator(program.seed, program.framework)
+    for spec in program.inputs:
+        g.inputs.append(spec)
+        g.env[spec.name] = Var(make_input(g.T, spec.shape, spec.dtype, spec.seed, spec.special,
+                                          spec.layout), 0, is_input=True)
+    for stmt in program.stmts:
+        if not g.try_add(stmt):
+            return None
+    lowp = any(v.dtype in ("float16", "bfloat16") for v in g.env.values())
+    return ([g.env[o].level for o in program.outputs],
+            [g.env[i.name].level for i in program.inputs], lowp)
