@@ -176,6 +176,16 @@ def _clamp(lo_fn: str, hi_fn: str, suffix: str = ""):
     return render
 
 
+def _clamp_ref(a, min=None, max=None):
+    # clamp keeps the input on ties (clamp(-0.0, min=0.0) is -0.0) and propagates NaN.
+    out = a
+    if min is not None:
+        out = f"_pick({out}, {min}, {out} < {min})"
+    if max is not None:
+        out = f"_pick({out}, {max}, {out} > {max})"
+    return out
+
+
 def _cast(backend: str):
     def render(a, dtype):
         if backend == "reference":
@@ -255,7 +265,7 @@ _unary("sin", "np.sin({a})", "tl.sin({a})", "T.sin({a})")
 _unary("cos", "np.cos({a})", "tl.cos({a})", "T.cos({a})")
 _unary("tanh", "np.tanh({a})", "(2.0 * tl.sigmoid(2.0 * {a}) - 1.0)", "T.tanh({a})", nn=True)
 _unary("sigmoid", "(1.0 / (1.0 + np.exp(-{a})))", "tl.sigmoid({a})", "T.sigmoid({a})", nn=True)
-_unary("relu", "np.maximum({a}, 0)", "tl.maximum({a}, 0)", "T.max({a}, 0)", meta=same_dtype, nn=True)
+_unary("relu", "_pick({a}, 0, {a} < 0)", "tl.maximum({a}, 0)", "T.max({a}, 0)", meta=same_dtype, nn=True)
 _unary("silu", "({a} / (1.0 + np.exp(-{a})))", "({a} * tl.sigmoid({a}))", "({a} * T.sigmoid({a}))", nn=True)
 _record("gelu", gelu, lambda a, approximate="none": floating(a), _spell("gelu", nn=True),
         _gelu("reference"), _gelu("triton"), _gelu("tilelang"))
@@ -266,13 +276,23 @@ def _pow_ref(a, b, framework="torch"):
 
 
 _binary("pow", _pow_ref, _pow_triton, "T.pow({a}, {b})", meta=left_scalar_as_tensor, op="pow")
-_binary("maximum", "np.maximum({a}, {b})", "tl.maximum({a}, {b}" + NAN_ALL + ")", "T.max({a}, {b})")
-_binary("minimum", "np.minimum({a}, {b})", "tl.minimum({a}, {b}" + NAN_ALL + ")", "T.min({a}, {b})")
+def _minimum_ref(a, b, framework="torch"):
+    # On a tie (0.0 vs -0.0) TensorPlay keeps the second operand (measured); torch's pick
+    # depends on the size (scalar vs vectorised loop), so NumPy's is as good as any.
+    return f"_pick({b}, {a}, {a} < {b})" if framework == "tensorplay" else f"np.minimum({a}, {b})"
+
+
+def _maximum_ref(a, b, framework="torch"):
+    return f"_pick({a}, {b}, {b} > {a})" if framework == "tensorplay" else f"np.maximum({a}, {b})"
+
+
+_binary("maximum", _maximum_ref, "tl.maximum({a}, {b}" + NAN_ALL + ")", "T.max({a}, {b})")
+_binary("minimum", _minimum_ref, "tl.minimum({a}, {b}" + NAN_ALL + ")", "T.min({a}, {b})")
 _record("where", where, where_meta, _spell("where"), "np.where({cond}, {a}, {b})",
         "tl.where({cond}, {a}, {b})", "T.if_then_else({cond}, {a}, {b})",
         aliases={"condition": "cond", "input": "a", "self": "a", "other": "b"})
 _record("clamp", clamp, clamp_meta, _spell("clamp", extra=("tensorplay:clip", "torch:clip", "method:clip")),
-        _clamp("np.maximum", "np.minimum"), _clamp("tl.maximum", "tl.minimum", NAN_ALL),
+        _clamp_ref, _clamp("tl.maximum", "tl.minimum", NAN_ALL),
         _clamp("T.max", "T.min"))
 
 _COMPARISONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}

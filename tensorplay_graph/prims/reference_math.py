@@ -110,5 +110,18 @@ def reduce(fn: Any, a: Any, axis: Any, keepdims: bool, dtype: Optional[str] = No
     return fn(x, axis=axis, keepdims=keepdims, **kw)
 
 
-NAMESPACE = {"_as": as_dtype, "_scalar": scalar, "_floordiv": floor_divide,
+def pick(a: Any, b: Any, take_b: Any) -> Any:
+    """``b`` where ``take_b`` else ``a``, NaN where either is NaN (min / max / clamp / relu).
+
+    Eager keeps one operand on ties, so the sign of zero follows it: torch's
+    ``minimum(0.0, -0.0)`` is ``0.0`` (the first operand) where NumPy's is ``-0.0``.
+    """
+    a, b = np.asarray(a), np.asarray(b)
+    out = np.where(take_b, b, a)
+    if out.dtype.kind in "fc":
+        out = np.where(np.isnan(a) | np.isnan(b), np.asarray(np.nan, out.dtype), out)
+    return out
+
+
+NAMESPACE = {"_pick": pick, "_as": as_dtype, "_scalar": scalar, "_floordiv": floor_divide,
              "_truncdiv": trunc_divide, "_pow": power, "_reduce": reduce, "_axpy": axpy}

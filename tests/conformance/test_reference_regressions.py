@@ -66,3 +66,20 @@ def test_integer_floor_division_by_zero_raises_like_eager():
                                 lambda b: 2 - b, lambda b: b * 2.5])
 def test_tensorplay_bool_with_scalars_follows_tensorplay(fn):
     _check(fn, tp.tensor([True, False, True]))
+
+
+@pytest.mark.parametrize("module", [torch, tp], ids=["torch", "tensorplay"])
+def test_signed_zero_ties_keep_eagers_operand(module):
+    zeros = [0.0, -0.0, float("nan"), 1.0]
+    a = module.tensor([x for x in zeros for _ in zeros])
+    b = module.tensor([y for _ in zeros for y in zeros])
+    programs = [lambda a, b: module.relu(a), lambda a, b: module.clamp(a, min=0.0),
+                lambda a, b: module.clamp(a, max=-0.0)]
+    if module is tp:  # torch's own tie pick depends on the tensor's size
+        programs += [lambda a, b: module.minimum(a, b), lambda a, b: module.maximum(a, b)]
+    for program in programs:
+        want = program(a, b)
+        got = tpg.compile(program, backend="reference")(a, b)
+        _same(got, want)
+        w, g = np.asarray(want.numpy()), np.asarray(got.numpy())
+        np.testing.assert_array_equal(np.signbit(g[~np.isnan(w)]), np.signbit(w[~np.isnan(w)]))
