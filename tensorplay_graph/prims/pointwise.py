@@ -123,19 +123,34 @@ def _gelu(backend: str):
 
 
 def _pow_triton(a, b):
+    """C99 / torch ``pow`` special cases: x**0 == 1 and 1**y == 1 (NaN included),
+    (-1)**+-inf == 1, signed zeros and infinities, negative base with an integer exponent."""
     if is_scalar(b) and not is_scalar(a):
-        small = {0: "({a} * 0 + 1.0)", 1: "{a}", 2: "({a} * {a})", 3: "({a} * {a} * {a})",
-                 0.5: "tl.sqrt({a})", -1: "(1.0 / {a})", -0.5: "(1.0 / tl.sqrt({a}))"}
+        ones = "tl.where({a} == {a}, 1.0, 1.0)"  # 1.0 shaped like a, NaN included
+        root = "tl.where({a} == float('-inf'), float('inf'), tl.sqrt({a} + 0.0))"
+        small = {0: ones, 1: "{a}", 2: "({a} * {a})", 3: "({a} * {a} * {a})", 0.5: root,
+                 -1: "(1.0 / {a})", -0.5: f"(1.0 / {root})"}
         if b in small:
             return small[b].format(a=a)
-    if is_scalar(a):  # scalar ** tensor: the log is a constant
-        if a > 0:
-            return f"tl.exp2({b} * {math.log2(a)!r})"
-    mag = f"tl.exp2({b} * tl.log2(tl.abs({a})))"
-    odd = f"(({b}) - 2.0 * tl.floor(({b}) * 0.5) == 1.0)"
+    if is_scalar(a) and a > 0:  # scalar ** tensor: the log is a constant
+        if a == 1:
+            return f"tl.where({b} == {b}, 1.0, 1.0)"
+        return f"tl.exp2({b} * {math.log2(a)!r})"
+    mag = f"tl.exp2({b} * tl.log2(tl.abs({a}) + 0.0))"
+    whole = f"(({b}) == tl.floor({b}))"
+    odd = f"({whole} & (({b}) - 2.0 * tl.floor(({b}) * 0.5) == 1.0))"
+    # -0.0 counts as negative for the sign of an odd power (pow(-0.0, -1) == -inf).
+    if is_scalar(a):
+        if a == 0:
+            mag = f"tl.exp2({b} * float('-inf'))"
+        negative = "True" if math.copysign(1.0, a) < 0 else "False"
+    else:
+        negative = f"((({a}) < 0) | ((({a}) == 0) & ((1.0 / ({a})) < 0)))"
     signed = f"tl.where({odd}, -{mag}, {mag})"
-    negative = f"tl.where(({b}) == tl.floor({b}), {signed}, tl.exp2({b} * tl.log2({a})))"
-    return f"tl.where(({b}) == 0, 1.0, tl.where(({a}) < 0, {negative}, {mag}))"
+    neg = f"tl.where({whole}, {signed}, tl.where(({a}) < 0, float('nan'), {mag}))"
+    value = f"tl.where({negative}, {neg}, {mag})"
+    one = f"((({b}) == 0) | (({a}) == 1) | ((({a}) == -1) & (tl.abs({b}) == float('inf'))))"
+    return f"tl.where({one}, 1.0, {value})"
 
 
 def _clamp(lo_fn: str, hi_fn: str, suffix: str = ""):
@@ -228,7 +243,7 @@ _unary("sin", "np.sin({a})", "tl.sin({a})", "T.sin({a})")
 _unary("cos", "np.cos({a})", "tl.cos({a})", "T.cos({a})")
 _unary("tanh", "np.tanh({a})", "(2.0 * tl.sigmoid(2.0 * {a}) - 1.0)", "T.tanh({a})", nn=True)
 _unary("sigmoid", "(1.0 / (1.0 + np.exp(-{a})))", "tl.sigmoid({a})", "T.sigmoid({a})", nn=True)
-_unary("relu", "np.maximum({a}, 0)", "tl.maximum({a}, 0)", "T.max({a}, 0)", meta=same_dtype, nn=True)
+_unary("relu", "np.maximum({a}, 0)", "tl.where({a} < 0, 0, {a})", "T.max({a}, 0)", meta=same_dtype, nn=True)
 _unary("silu", "({a} / (1.0 + np.exp(-{a})))", "({a} * tl.sigmoid({a}))", "({a} * T.sigmoid({a}))", nn=True)
 _record("gelu", gelu, lambda a, approximate="none": floating(a), _spell("gelu", nn=True),
         _gelu("reference"), _gelu("triton"), _gelu("tilelang"))

@@ -114,6 +114,10 @@ class TritonBackend:
             n = 1
             for d in dims:
                 n *= shape[d]
+            if n == 0 or 0 in shape:
+                # Empty rows: eager returns the identity (sum 0, mean nan) or raises (amax);
+                # a rows kernel over no elements would launch no program for it.
+                return f"{prim.name} over an empty tensor {shape} runs eagerly (identity or error)"
             if n > MAX_ROW:
                 return f"rows of {n} elements exceed the {MAX_ROW} a rows kernel keeps in registers"
             return None

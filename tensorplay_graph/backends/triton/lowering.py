@@ -177,6 +177,11 @@ def describe(group: Group, name: str, needed_outside: set) -> Tuple[KernelDesc, 
     n = 1
     for d in group.dims or ():
         n *= group.shape[d]
+    if group.kind == "rows":
+        for i, v in enumerate(inputs):
+            if _constant_along_row(group, tuple(node_meta(v).shape), dropped.get(v, False)):
+                in_args[i] = TensorArg(in_args[i].name, in_args[i].dtype, per_row=True)
+                em.per_row[var_of[v]] = True
     for node in group.nodes:
         var_of[node] = _emit_node(em, node, namer(node.name), var_of, n)
     outputs = [node for node in group.nodes if node in needed_outside]
@@ -193,6 +198,14 @@ def describe(group: Group, name: str, needed_outside: set) -> Tuple[KernelDesc, 
         flags += [len(node_meta(o).shape) < len(group.shape) for o in outputs]
         space = RowsSpace(group.shape, group.dims, flags)
     return desc, inputs, outputs, space
+
+
+def _constant_along_row(group: Group, shape: Tuple[int, ...], dropped: bool) -> bool:
+    """True when an operand of ``shape`` broadcasts to one value per row of ``group``."""
+    if dropped:
+        return True
+    padded = (1,) * (len(group.shape) - len(shape)) + shape
+    return len(shape) <= len(group.shape) and all(padded[d] == 1 for d in group.dims)
 
 
 def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int) -> str:
