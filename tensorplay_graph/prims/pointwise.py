@@ -153,13 +153,17 @@ def _pow_triton(a, b):
     return f"tl.where({one}, 1.0, {value})"
 
 
-def _clamp(lo_fn: str, hi_fn: str, suffix: str = ""):
+def _clamp(lo_fn, hi_fn, suffix: str = ""):
+    """``lo_fn`` / ``hi_fn``: a function name, or a ``render(a, b)`` builder."""
+    def call(fn, a, b):
+        return fn(a, b) if callable(fn) else f"{fn}({a}, {b}{suffix})"
+
     def render(a, min=None, max=None):
         out = a
         if min is not None:
-            out = f"{lo_fn}({out}, {min}{suffix})"
+            out = call(lo_fn, out, min)
         if max is not None:
-            out = f"{hi_fn}({out}, {max}{suffix})"
+            out = call(hi_fn, out, max)
         return out
     return render
 
@@ -176,6 +180,15 @@ def _cast(backend: str):
 
 
 NAN_ALL = ", propagate_nan=tl.PropagateNan.ALL"
+# TIR's max / min / fabs lower to C's NaN-dropping fmax / fmin (and fabs is missing on the
+# C target): spell eager's NaN-propagating forms out.
+TL_ABS = "T.if_then_else({a} < 0, -{a}, T.if_then_else({a} == 0, 0.0, {a}))"
+
+
+def _tl_nan(fn: str):
+    def render(a, b):
+        return f"T.if_then_else(T.isnan({a}), {a}, T.if_then_else(T.isnan({b}), {b}, {fn}({a}, {b})))"
+    return render
 
 
 # ----------------------------------------------------------------------------- records
@@ -232,7 +245,7 @@ _record("div", div, div_meta, _spell("div", op="truediv", extra=("tensorplay:tru
         aliases={"other": "b"})
 _unary("neg", "(-{a})", "(-{a})", "(-{a})", meta=same_dtype, op="neg",
        extra=("tensorplay:negative", "torch:negative", "method:negative"))
-_unary("abs", "np.abs({a})", "tl.abs({a})", "T.abs({a})", meta=same_dtype, op="abs")
+_unary("abs", "np.abs({a})", "tl.abs({a})", TL_ABS, meta=same_dtype, op="abs")
 _unary("exp", "np.exp({a})", "tl.exp({a})", "T.exp({a})")
 _unary("exp2", "np.exp2({a})", "tl.exp2({a})", "T.exp2({a})")
 _unary("log", "np.log({a})", "tl.log({a})", "T.log({a})")
@@ -243,19 +256,19 @@ _unary("sin", "np.sin({a})", "tl.sin({a})", "T.sin({a})")
 _unary("cos", "np.cos({a})", "tl.cos({a})", "T.cos({a})")
 _unary("tanh", "np.tanh({a})", "(2.0 * tl.sigmoid(2.0 * {a}) - 1.0)", "T.tanh({a})", nn=True)
 _unary("sigmoid", "(1.0 / (1.0 + np.exp(-{a})))", "tl.sigmoid({a})", "T.sigmoid({a})", nn=True)
-_unary("relu", "np.maximum({a}, 0)", "tl.where({a} < 0, 0, {a})", "T.max({a}, 0)", meta=same_dtype, nn=True)
+_unary("relu", "np.maximum({a}, 0)", "tl.where({a} < 0, 0, {a})", "T.if_then_else({a} < 0, 0.0, {a})", meta=same_dtype, nn=True)
 _unary("silu", "({a} / (1.0 + np.exp(-{a})))", "({a} * tl.sigmoid({a}))", "({a} * T.sigmoid({a}))", nn=True)
 _record("gelu", gelu, lambda a, approximate="none": floating(a), _spell("gelu", nn=True),
         _gelu("reference"), _gelu("triton"), _gelu("tilelang"))
 _binary("pow", "np.power({a}, {b})", _pow_triton, "T.pow({a}, {b})", op="pow")
-_binary("maximum", "np.maximum({a}, {b})", "tl.maximum({a}, {b}" + NAN_ALL + ")", "T.max({a}, {b})")
-_binary("minimum", "np.minimum({a}, {b})", "tl.minimum({a}, {b}" + NAN_ALL + ")", "T.min({a}, {b})")
+_binary("maximum", "np.maximum({a}, {b})", "tl.maximum({a}, {b}" + NAN_ALL + ")", _tl_nan("T.max"))
+_binary("minimum", "np.minimum({a}, {b})", "tl.minimum({a}, {b}" + NAN_ALL + ")", _tl_nan("T.min"))
 _record("where", where, where_meta, _spell("where"), "np.where({cond}, {a}, {b})",
         "tl.where({cond}, {a}, {b})", "T.if_then_else({cond}, {a}, {b})",
         aliases={"condition": "cond", "input": "a", "self": "a", "other": "b"})
 _record("clamp", clamp, clamp_meta, _spell("clamp", extra=("tensorplay:clip", "torch:clip", "method:clip")),
         _clamp("np.maximum", "np.minimum"), _clamp("tl.maximum", "tl.minimum", NAN_ALL),
-        _clamp("T.max", "T.min"))
+        _clamp(_tl_nan("T.max"), _tl_nan("T.min")))
 
 _COMPARISONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 for _name, _sym in _COMPARISONS.items():
