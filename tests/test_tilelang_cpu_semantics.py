@@ -81,13 +81,14 @@ def test_tensorplay_bool_true_division_promotes_to_float():
 def test_floor_division_is_declined_not_approximated():
     x = torch.randn(256, 256)
     e = tpg.explain(lambda x: torch.div(x * 2 + 1, 0.1, rounding_mode="floor") - x, x,
-                    backend="tilelang")
+                    backend="tilelang", compile_kernels=False)
     assert "floor" in str(e.declined)
 
 
 def test_nan_constant_is_declined_with_reason():
     x = torch.randn(256, 256)
-    e = tpg.explain(lambda x: torch.where(x > 0, x, float("nan")) * 2 + 1, x, backend="tilelang")
+    e = tpg.explain(lambda x: torch.where(x > 0, x, float("nan")) * 2 + 1, x, backend="tilelang",
+                    compile_kernels=False)
     assert "NaN constant" in str(e.declined)
 
 

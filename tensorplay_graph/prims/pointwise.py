@@ -127,9 +127,9 @@ def _pow_triton(a, b):
     (-1)**+-inf == 1, signed zeros and infinities, negative base with an integer exponent."""
     if is_scalar(b) and not is_scalar(a):
         ones = "tl.where({a} == {a}, 1.0, 1.0)"  # 1.0 shaped like a, NaN included
-        root = "tl.where({a} == float('-inf'), float('inf'), tl.sqrt({a} + 0.0))"
-        small = {0: ones, 1: "{a}", 2: "({a} * {a})", 3: "({a} * {a} * {a})", 0.5: root,
-                 -1: "(1.0 / {a})", -0.5: f"(1.0 / {root})"}
+        # torch computes x ** 0.5 / x ** -0.5 as sqrt / rsqrt (pow(-inf, 0.5) is nan there)
+        small = {0: ones, 1: "{a}", 2: "({a} * {a})", 3: "({a} * {a} * {a})", 0.5: "tl.sqrt({a})",
+                 -1: "(1.0 / {a})", -0.5: "(1.0 / tl.sqrt({a}))"}
         if b in small:
             return small[b].format(a=a)
     if is_scalar(a) and a > 0:  # scalar ** tensor: the log is a constant
@@ -147,7 +147,8 @@ def _pow_triton(a, b):
     else:
         negative = f"((({a}) < 0) | ((({a}) == 0) & ((1.0 / ({a})) < 0)))"
     signed = f"tl.where({odd}, -{mag}, {mag})"
-    neg = f"tl.where({whole}, {signed}, tl.where(({a}) < 0, float('nan'), {mag}))"
+    finite_neg = f"((({a}) < 0) & (({a}) > float('-inf')))"
+    neg = f"tl.where({whole}, {signed}, tl.where({finite_neg}, float('nan'), {mag}))"
     value = f"tl.where({negative}, {neg}, {mag})"
     one = f"((({b}) == 0) | (({a}) == 1) | ((({a}) == -1) & (tl.abs({b}) == float('inf'))))"
     return f"tl.where({one}, 1.0, {value})"
