@@ -157,3 +157,7 @@ def test_reduction_then_broadcast_epilogue():
     x, y = torch.randn(4, 8), torch.randn(4)
     check({"sum_plus": lambda x, y: x.sum(-1) + y, "mean_times": lambda x, y: x.mean(-1) * y - 1},
           x, y)
+    # y read per row (after the reduction) and along the trailing dim (x * y) in one kernel
+    square = torch.randn(4, 4)
+    check({"per_row": lambda x, y: x.sum(-1) + y, "trailing": lambda x, y: x * y,
+           "both": lambda x, y: (x * y).sum(-1) + y}, square, y)
