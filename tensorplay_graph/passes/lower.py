@@ -224,22 +224,23 @@ def lower(gm, regions: Optional[Sequence] = None, backends: Optional[Sequence] =
 
 class _FirstCallGuard:
     """Runs a kernel's first call; if it raises (a JIT that compiles at launch), the
-    region runs eagerly from then on, with a WARNING. Later calls go straight to the
-    kernel: the guard swaps itself out of ``kernel.fn`` after one success."""
+    region runs eagerly from then on, with a WARNING. It is ``kernel.first_call`` and
+    clears itself after one success, so later calls go straight to ``kernel.fn``."""
 
     def __init__(self, kernel, graph: "RegionGraph", region) -> None:
-        self.kernel, self.fn, self.graph = kernel, kernel.fn, graph
+        self.kernel, self.graph = kernel, graph
         self.label = f"region {region.id} ({region.backend}: {', '.join(region.names)})"
 
     @classmethod
     def wrap(cls, kernel, graph: "RegionGraph", region):
-        if getattr(kernel, "fn", None) is not None:
-            kernel.fn = cls(kernel, graph, region)
+        if hasattr(kernel, "first_call"):
+            kernel.first_call = cls(kernel, graph, region)
         return kernel
 
     def __call__(self, *args: Any) -> Any:
+        kernel = self.kernel
         try:
-            out = self.fn(*args)
+            out = kernel.fn(*args)
         except Exception as exc:
             from ..ir import GraphModule
 
@@ -247,10 +248,10 @@ class _FirstCallGuard:
             log.warning("%s failed on its first call and runs eagerly from now on: %s",
                         self.label, reason)
             eager = GraphModule({}, self.graph.graph())
-            self.kernel.fn = lambda *a: tuple(eager(*a))
-            self.kernel.launch["fallback"] = reason
-            return self.kernel.fn(*args)
-        self.kernel.fn = self.fn
+            kernel.fn = lambda *a: tuple(eager(*a))
+            kernel.launch["fallback"] = reason
+            out = kernel.fn(*args)
+        kernel.first_call = None
         return out
 
 
