@@ -51,7 +51,7 @@ def programs(fw: Any) -> Dict[str, Callable[..., Any]]:
         return d / (var + 1e-5).sqrt() * g + b
 
     def linear_relu(x, g, b):
-        return (x @ g.reshape(-1, 1).expand(-1, 64) + 0.5).relu() * 2.0
+        return (x @ g.reshape(-1, 1).expand(-1, 64).contiguous() + 0.5).relu() * 2.0
 
     return {"chain": chain, "tanh_chain": tanh_chain, "softmax": softmax,
             "layer_norm": layer_norm, "linear_relu": linear_relu}
