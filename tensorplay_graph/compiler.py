@@ -159,10 +159,11 @@ def choose_backends(device: str) -> List[str]:
     """The ``"auto"`` policy: backends worth using on ``device``, best first.
 
     Why: a backend is only worth choosing where its kernels beat eager dispatch
-    on that device, which each backend declares in ``profitable_devices`` (and
-    backs with its ``supports()``: TileLang claims CPU regions only where it
-    was measured faster). Triton runs on the CPU only in its interpreter, far
-    slower than eager, so it declares CUDA alone. CUDA backends need a GPU.
+    on that device, which each backend declares in ``profitable_devices``.
+    Triton runs on the CPU only in its interpreter, far slower than eager, and
+    TileLang's OpenMP C kernels lost to eager next to the framework's own thread
+    pool (benchmarks/auto_cpu.py), so both declare CUDA alone: "auto" on the CPU
+    is the captured graph through eager dispatch. CUDA backends need a GPU.
     An empty list means the interpreter: the captured graph runs through eager
     dispatch.
     """

@@ -92,7 +92,8 @@ class Explanation:
                 out.append(f"  kernel {kernel.name} ({lines} lines of source in "
                            f".kernels[{region.id}].source)")
             elif region.id in self.kernel_errors:
-                out.append(f"  kernel not compiled: {self.kernel_errors[region.id]}")
+                out.append(f"  kernel not compiled, the region runs eagerly: "
+                           f"{self.kernel_errors[region.id]}")
         if self.barriers:
             out.append("\nbarriers (never fused, run on their own):")
             out += [f"  {name}: {why}" for name, why in self.barriers.items()]

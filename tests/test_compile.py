@@ -180,11 +180,11 @@ def test_auto_policy_on_cpu_uses_only_profitable_backends():
     from tensorplay_graph.backends.registry import get_backend
     from tensorplay_graph.compiler import choose_backends
     chosen = choose_backends("cpu")
-    # Triton only interprets on the CPU; TileLang's C kernels claim only measured-faster regions.
+    # Triton only interprets on the CPU; TileLang's C kernels lost to eager next to the
+    # framework's thread pool (benchmarks/auto_cpu.py), so "auto" leaves the CPU to eager.
     expected = [name for name in ("triton", "tilelang", "reference")
                 if "cpu" in getattr(get_backend(name), "profitable_devices", ())]
-    assert "triton" not in chosen
-    assert chosen == expected and "tilelang" in chosen
+    assert chosen == expected == []
 
 
 def test_compile_is_callable_after_submodule_import():

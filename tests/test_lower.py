@@ -100,12 +100,48 @@ def test_fence_keeps_every_node_on_its_side():
     assert gm([0]) == (2, 4)
 
 
-def test_compile_failure_names_region_backend_and_fix():
+def test_compile_failure_names_region_backend_and_fix_when_strict():
     gm = build_interleaved()
     backend = ByTarget(fail=True)
     partition(gm, [backend])
     with pytest.raises(LoweringError, match=r"backend 'fake' accepted region 0 \(add, mul\).*boom"):
+        lower(gm, backends=[backend], strict=True)
+
+
+def test_compile_failure_runs_the_region_eagerly_with_a_warning(caplog, monkeypatch):
+    monkeypatch.delenv("TPG_STRICT_LOWERING", raising=False)
+    gm = build_interleaved()
+    expected = gm(5)
+    backend = ByTarget(fail=True)
+    partition(gm, [backend])
+    with caplog.at_level("WARNING", logger="tensorplay_graph.passes.lower"):
         lower(gm, backends=[backend])
+    assert gm(5) == expected
+    assert not any(isinstance(n.target, Kernel) for n in gm.graph.nodes)
+    assert any("region 0" in r.message and "boom" in r.message and r.levelname == "WARNING"
+               for r in caplog.records)
+    add = next(n for n in gm.graph.nodes if n.name == "add")
+    assert "boom" in add.meta["lowering_fallback"] and "region" not in add.meta
+
+
+def test_kernel_failing_on_first_call_runs_the_region_eagerly(caplog, monkeypatch):
+    monkeypatch.delenv("TPG_STRICT_LOWERING", raising=False)
+    gm = build_interleaved()
+    expected = gm(5)
+
+    class LaunchFails(ByTarget):
+        def compile(self, region):
+            kernel = super().compile(region)
+            kernel.fn = lambda *a: (_ for _ in ()).throw(RuntimeError("launch boom"))
+            return kernel
+
+    backend = LaunchFails()
+    partition(gm, [backend])
+    lower(gm, backends=[backend])
+    with caplog.at_level("WARNING", logger="tensorplay_graph.passes.lower"):
+        assert gm(5) == expected
+    assert gm(5) == expected
+    assert any("launch boom" in r.message for r in caplog.records)
 
 
 def test_no_regions_leaves_graph_untouched():

@@ -41,8 +41,12 @@ class Kernel:
     fn: Callable[..., Any]
     source: str = ""
     launch: Dict[str, Any] = field(default_factory=dict)
+    #: set by ``lower``: runs the first call, falling back to eager if it fails, then clears itself
+    first_call: Optional[Callable[..., Any]] = field(default=None, repr=False)
 
     def __call__(self, *args: Any) -> Any:
+        if self.first_call is not None:
+            return self.first_call(*args)
         return self.fn(*args)
 
     def __repr__(self) -> str:

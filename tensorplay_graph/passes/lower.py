@@ -19,6 +19,7 @@ from __future__ import annotations
 import heapq
 import logging
 import operator
+import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..errors import LoweringError
@@ -160,15 +161,37 @@ def _compile(region, backend) -> Any:
     return kernel
 
 
-def lower(gm, regions: Optional[Sequence] = None, backends: Optional[Sequence] = None) -> Any:
+def strict_lowering() -> bool:
+    """``TPG_STRICT_LOWERING=1``: a compile failure raises instead of running eagerly
+    (tests and the fuzzer use it to catch a ``supports()`` that claims too much)."""
+    return os.environ.get("TPG_STRICT_LOWERING", "0") not in ("", "0")
+
+
+def _fall_back(region, exc: Exception) -> None:
+    """Leave ``region``'s nodes in the graph (eager dispatch), saying why at WARNING."""
+    reason = str(exc)
+    log.warning("region %d (%s) runs eagerly: %s", region.id, region.backend, reason)
+    for node in region.nodes:
+        node.meta.pop("region", None)
+        node.meta.pop("backend", None)
+        node.meta["lowering_fallback"] = reason
+
+
+def lower(gm, regions: Optional[Sequence] = None, backends: Optional[Sequence] = None,
+          strict: Optional[bool] = None) -> Any:
     """Replace every region by a call to ``backend.compile(region)``; returns ``gm``.
 
     ``regions`` default to those recorded in node meta by ``partition``;
     ``backends`` (objects or names) are looked up by region backend name,
-    falling back to the registry.
+    falling back to the registry. A region whose compile fails keeps its nodes,
+    which run eagerly (WARNING logged, reason in ``meta["lowering_fallback"]``);
+    a kernel that fails on its first call does the same (see ``_FirstCallGuard``).
+    ``strict`` (default: ``TPG_STRICT_LOWERING``) raises the failure instead.
     """
     from ..backends.registry import get_backend
 
+    if strict is None:
+        strict = strict_lowering()
     if regions is None:
         regions = regions_from_meta(gm)
     alone = _claimed_alone(gm, start_id=1 + max((r.id for r in regions), default=-1))
@@ -176,14 +199,60 @@ def lower(gm, regions: Optional[Sequence] = None, backends: Optional[Sequence] =
         return gm
     table = _backend_table(backends)
     kernels = {}
+    failed = set()
     for region in [*regions, *alone]:
         backend = table.get(region.backend) or get_backend(region.backend)
-        kernels[region.id] = (_compile(region, backend), RegionGraph(region))
-        log.debug("lowered region %d (%d nodes) to %s", region.id, len(region.nodes),
-                  kernels[region.id][0])
+        try:
+            kernel = _compile(region, backend)
+        except LoweringError as exc:
+            if strict:
+                raise
+            _fall_back(region, exc)
+            failed.add(region.id)
+            continue
+        graph = RegionGraph(region)
+        if not strict and region not in alone:
+            kernel = _FirstCallGuard.wrap(kernel, graph, region)
+        kernels[region.id] = (kernel, graph)
+        log.debug("lowered region %d (%d nodes) to %s", region.id, len(region.nodes), kernel)
+    regions = [r for r in regions if r.id not in failed]
+    alone = [r for r in alone if r.id not in failed]
     alone_kernels = {r.nodes[0]: kernels[r.id][0] for r in alone}
     gm.graph = _rebuild(gm.graph, regions, kernels, alone_kernels)
     return gm
+
+
+class _FirstCallGuard:
+    """Runs a kernel's first call; if it raises (a JIT that compiles at launch), the
+    region runs eagerly from then on, with a WARNING. It is ``kernel.first_call`` and
+    clears itself after one success, so later calls go straight to ``kernel.fn``."""
+
+    def __init__(self, kernel, graph: "RegionGraph", region) -> None:
+        self.kernel, self.graph = kernel, graph
+        self.label = f"region {region.id} ({region.backend}: {', '.join(region.names)})"
+
+    @classmethod
+    def wrap(cls, kernel, graph: "RegionGraph", region):
+        if hasattr(kernel, "first_call"):
+            kernel.first_call = cls(kernel, graph, region)
+        return kernel
+
+    def __call__(self, *args: Any) -> Any:
+        kernel = self.kernel
+        try:
+            out = kernel.fn(*args)
+        except Exception as exc:
+            from ..ir import GraphModule
+
+            reason = f"{type(exc).__name__}: {exc}"
+            log.warning("%s failed on its first call and runs eagerly from now on: %s",
+                        self.label, reason)
+            eager = GraphModule({}, self.graph.graph())
+            kernel.fn = lambda *a: tuple(eager(*a))
+            kernel.launch["fallback"] = reason
+            out = kernel.fn(*args)
+        kernel.first_call = None
+        return out
 
 
 def _claimed_alone(gm, start_id: int) -> list:

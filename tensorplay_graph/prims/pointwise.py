@@ -150,28 +150,48 @@ def _gelu(backend: str):
 
 
 def _pow_triton(a, b):
+    """C99 / torch ``pow`` special cases: x**0 == 1 and 1**y == 1 (NaN included),
+    (-1)**+-inf == 1, signed zeros and infinities, negative base with an integer exponent."""
     if is_scalar(b) and not is_scalar(a):
-        small = {0: "({a} * 0 + 1.0)", 1: "{a}", 2: "({a} * {a})", 3: "({a} * {a} * {a})",
-                 0.5: "tl.sqrt({a})", -1: "(1.0 / {a})", -0.5: "(1.0 / tl.sqrt({a}))"}
+        ones = "tl.where({a} == {a}, 1.0, 1.0)"  # 1.0 shaped like a, NaN included
+        # torch computes x ** 0.5 / x ** -0.5 as sqrt / rsqrt (pow(-inf, 0.5) is nan there)
+        small = {0: ones, 1: "{a}", 2: "({a} * {a})", 3: "({a} * {a} * {a})", 0.5: "tl.sqrt({a})",
+                 -1: "(1.0 / {a})", -0.5: "(1.0 / tl.sqrt({a}))"}
         if b in small:
             return small[b].format(a=a)
-    if is_scalar(a):  # scalar ** tensor: the log is a constant
-        if a > 0:
-            return f"tl.exp2({b} * {math.log2(a)!r})"
-    mag = f"tl.exp2({b} * tl.log2(tl.abs({a})))"
-    odd = f"(({b}) - 2.0 * tl.floor(({b}) * 0.5) == 1.0)"
+    if is_scalar(a) and a > 0:  # scalar ** tensor: the log is a constant
+        if a == 1:
+            return f"tl.where({b} == {b}, 1.0, 1.0)"
+        return f"tl.exp2({b} * {math.log2(a)!r})"
+    mag = f"tl.exp2({b} * tl.log2(tl.abs({a}) + 0.0))"
+    whole = f"(({b}) == tl.floor({b}))"
+    odd = f"({whole} & (({b}) - 2.0 * tl.floor(({b}) * 0.5) == 1.0))"
+    # -0.0 counts as negative for the sign of an odd power (pow(-0.0, -1) == -inf).
+    if is_scalar(a):
+        if a == 0:
+            mag = f"tl.exp2({b} * float('-inf'))"
+        negative = "True" if math.copysign(1.0, a) < 0 else "False"
+    else:
+        negative = f"((({a}) < 0) | ((({a}) == 0) & ((1.0 / ({a})) < 0)))"
     signed = f"tl.where({odd}, -{mag}, {mag})"
-    negative = f"tl.where(({b}) == tl.floor({b}), {signed}, tl.exp2({b} * tl.log2({a})))"
-    return f"tl.where(({b}) == 0, 1.0, tl.where(({a}) < 0, {negative}, {mag}))"
+    finite_neg = f"((({a}) < 0) & (({a}) > float('-inf')))"
+    neg = f"tl.where({whole}, {signed}, tl.where({finite_neg}, float('nan'), {mag}))"
+    value = f"tl.where({negative}, {neg}, {mag})"
+    one = f"((({b}) == 0) | (({a}) == 1) | ((({a}) == -1) & (tl.abs({b}) == float('inf'))))"
+    return f"tl.where({one}, 1.0, {value})"
 
 
-def _clamp(lo_fn: str, hi_fn: str, suffix: str = ""):
+def _clamp(lo_fn, hi_fn, suffix: str = ""):
+    """``lo_fn`` / ``hi_fn``: a function name, or a ``render(a, b)`` builder."""
+    def call(fn, a, b):
+        return fn(a, b) if callable(fn) else f"{fn}({a}, {b}{suffix})"
+
     def render(a, min=None, max=None):
         out = a
         if min is not None:
-            out = f"{lo_fn}({out}, {min}{suffix})"
+            out = call(lo_fn, out, min)
         if max is not None:
-            out = f"{hi_fn}({out}, {max}{suffix})"
+            out = call(hi_fn, out, max)
         return out
     return render
 
@@ -198,6 +218,15 @@ def _cast(backend: str):
 
 
 NAN_ALL = ", propagate_nan=tl.PropagateNan.ALL"
+# TIR's max / min / fabs lower to C's NaN-dropping fmax / fmin (and fabs is missing on the
+# C target): spell eager's NaN-propagating forms out.
+TL_ABS = "T.if_then_else({a} < 0, -{a}, T.if_then_else({a} == 0, 0.0, {a}))"
+
+
+def _tl_nan(fn: str):
+    def render(a, b):
+        return f"T.if_then_else(T.isnan({a}), {a}, T.if_then_else(T.isnan({b}), {b}, {fn}({a}, {b})))"
+    return render
 
 
 # ----------------------------------------------------------------------------- records
@@ -254,7 +283,7 @@ _record("div", div, div_meta, _spell("div", op="truediv", extra=("tensorplay:tru
         aliases={"other": "b"})
 _unary("neg", "(-{a})", "(-{a})", "(-{a})", meta=same_dtype, op="neg",
        extra=("tensorplay:negative", "torch:negative", "method:negative"))
-_unary("abs", "np.abs({a})", "tl.abs({a})", "T.abs({a})", meta=same_dtype, op="abs")
+_unary("abs", "np.abs({a})", "tl.abs({a})", TL_ABS, meta=same_dtype, op="abs")
 _unary("exp", "np.exp({a})", "tl.exp({a})", "T.exp({a})")
 _unary("exp2", "np.exp2({a})", "tl.exp2({a})", "T.exp2({a})")
 _unary("log", "np.log({a})", "tl.log({a})", "T.log({a})")
@@ -265,7 +294,8 @@ _unary("sin", "np.sin({a})", "tl.sin({a})", "T.sin({a})")
 _unary("cos", "np.cos({a})", "tl.cos({a})", "T.cos({a})")
 _unary("tanh", "np.tanh({a})", "(2.0 * tl.sigmoid(2.0 * {a}) - 1.0)", "T.tanh({a})", nn=True)
 _unary("sigmoid", "(1.0 / (1.0 + np.exp(-{a})))", "tl.sigmoid({a})", "T.sigmoid({a})", nn=True)
-_unary("relu", "_pick({a}, 0, {a} < 0)", "tl.maximum({a}, 0)", "T.max({a}, 0)", meta=same_dtype, nn=True)
+_unary("relu", "_pick({a}, 0, {a} < 0)", "tl.where({a} < 0, 0, {a})", "T.if_then_else({a} < 0, 0.0, {a})",
+       meta=same_dtype, nn=True)
 _unary("silu", "({a} / (1.0 + np.exp(-{a})))", "({a} * tl.sigmoid({a}))", "({a} * T.sigmoid({a}))", nn=True)
 _record("gelu", gelu, lambda a, approximate="none": floating(a), _spell("gelu", nn=True),
         _gelu("reference"), _gelu("triton"), _gelu("tilelang"))
@@ -286,14 +316,14 @@ def _maximum_ref(a, b, framework="torch"):
     return f"_pick({a}, {b}, {b} > {a})" if framework == "tensorplay" else f"np.maximum({a}, {b})"
 
 
-_binary("maximum", _maximum_ref, "tl.maximum({a}, {b}" + NAN_ALL + ")", "T.max({a}, {b})")
-_binary("minimum", _minimum_ref, "tl.minimum({a}, {b}" + NAN_ALL + ")", "T.min({a}, {b})")
+_binary("maximum", _maximum_ref, "tl.maximum({a}, {b}" + NAN_ALL + ")", _tl_nan("T.max"))
+_binary("minimum", _minimum_ref, "tl.minimum({a}, {b}" + NAN_ALL + ")", _tl_nan("T.min"))
 _record("where", where, where_meta, _spell("where"), "np.where({cond}, {a}, {b})",
         "tl.where({cond}, {a}, {b})", "T.if_then_else({cond}, {a}, {b})",
         aliases={"condition": "cond", "input": "a", "self": "a", "other": "b"})
 _record("clamp", clamp, clamp_meta, _spell("clamp", extra=("tensorplay:clip", "torch:clip", "method:clip")),
         _clamp_ref, _clamp("tl.maximum", "tl.minimum", NAN_ALL),
-        _clamp("T.max", "T.min"))
+        _clamp(_tl_nan("T.max"), _tl_nan("T.min")))
 
 _COMPARISONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 for _name, _sym in _COMPARISONS.items():

@@ -6,9 +6,9 @@
 
 CUDA tensors: matmul / linear / bmm / addmm with the pointwise work after them
 fused as an epilogue (see ``gemm``), other pointwise runs fused (``pointwise``).
-CPU tensors: pointwise only, through TileLang's C target, and only where it was
-measured faster than TensorPlay eager (see ``CPU_*`` below and
-benchmarks/RESULTS.md): long chains of cheap float32 ops. Transcendentals stay
+CPU tensors (``backend="tilelang"`` only; ``"auto"`` leaves the CPU to eager, see
+``profitable_devices``): pointwise only, through TileLang's C target: long chains
+of cheap float32 ops (see ``CPU_*`` below and benchmarks/RESULTS.md). Transcendentals stay
 eager on the CPU, whose vectorised exp/tanh beat the scalar libm calls of C.
 """
 
@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ...errors import LoweringError
 from ..base import Kernel, Region
+from . import exprs
 from . import plan as planner
 from .gemm import GEMM_DTYPES, EpInput, EpStep, GemmDesc, GemmKernel, heuristic_config, lower_cuda
 from .pointwise import PointwiseDesc, PwInput, PwOutput, PwStep, compile_pointwise
@@ -68,8 +69,10 @@ class TileLangBackend:
 
     name = "tilelang"
     devices = ("cuda", "cpu")
-    # CPU regions are claimed only where measured faster than eager (see supports()).
-    profitable_devices = ("cuda", "cpu")
+    # Not the CPU: next to the framework's own thread pool, its OpenMP kernels lost to eager
+    # (26 ms vs 1.7 ms on 2 cores at 256x512; still 0.46 vs 0.41 ms with one thread), so
+    # "auto" never picks it there. backend="tilelang" still compiles CPU regions.
+    profitable_devices = ("cuda",)
 
     def __init__(self, device: Optional[str] = None, autotune: bool = False) -> None:
         self.device = device
@@ -119,6 +122,9 @@ class TileLangBackend:
     def _supports_pointwise(self, node: Any, prim: Any, meta: Any, device: str) -> Optional[str]:
         if "tilelang" not in prim.lowerings:
             return f"prim {prim.name!r} has no tilelang lowering template"
+        bad_constant = exprs.unsupported_constant(node)
+        if bad_constant:
+            return bad_constant
         operands = planner.tensor_args(node)
         dtypes = {meta.dtype} | {planner.tensor_meta(v).dtype for v in operands}
         if device == "cuda":
@@ -160,6 +166,8 @@ class TileLangBackend:
         names = planner.value_names(list(region.inputs) + list(region.nodes))
         steps = []
         for group in planner.plan(region):
+            if not group.outputs:  # nothing reads it (dead code): no kernel to build or run
+                continue
             if group.kind == "gemm":
                 steps.append(self._gemm_step(group, names))
             else:
@@ -223,12 +231,12 @@ class TileLangBackend:
                 if v not in inside and v not in inputs:
                     inputs.append(v)
         shape = tuple(planner.tensor_meta(group.tail).shape)
+        kinds = {n: exprs.kind(n) for n in group.nodes}  # inputs are loaded as float32
         desc = PointwiseDesc(
             shape,
             tuple(PwInput(names[v], tuple(planner.tensor_meta(v).shape), planner.tensor_meta(v).dtype)
                   for v in inputs),
-            tuple(PwStep(names[n], n.meta["prim"].render("tilelang", **planner.render_args(n, names)))
-                  for n in group.nodes),
+            tuple(PwStep(names[n], exprs.step_expr(n, names, kinds, target)) for n in group.nodes),
             tuple(PwOutput(names[o], planner.tensor_meta(o).dtype) for o in group.outputs),
             tuple(n.format_node() for n in group.nodes))
         kernel = compile_pointwise(desc, target)

@@ -13,6 +13,9 @@ own compiled kernels in ``$TILELANG_CACHE_DIR``), else
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import os
 import subprocess
 import tempfile
@@ -24,15 +27,47 @@ from ...errors import LoweringError
 from .. import source_files
 from ..source_files import cache_root
 
+log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
 _MODULES: Dict[str, Any] = {}
 
 
-def cache_dir() -> Path:
-    """The directory for generated sources (see the module docstring)."""
+_PRIVATE: Dict[str, Path] = {}
+
+
+def configured_cache_dir() -> Path:
+    """The configured directory for generated sources (see the module docstring)."""
     if os.environ.get("TILELANG_CACHE_DIR"):
         return Path(os.environ["TILELANG_CACHE_DIR"]) / "tensorplay_graph"
     return cache_root() / "tilelang"
+
+
+def _writable(directory: Path) -> bool:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".probe_")
+        os.close(fd)
+        os.unlink(probe)
+        return True
+    except OSError:
+        return False
+
+
+def cache_dir() -> Path:
+    """The configured directory if it is writable, else a private temporary one (WARNING once)."""
+    configured = configured_cache_dir()
+    key = str(configured)
+    if key in _PRIVATE:
+        return _PRIVATE[key]
+    if _writable(configured):
+        return configured
+    with _LOCK:
+        if key not in _PRIVATE:
+            _PRIVATE[key] = Path(tempfile.mkdtemp(prefix="tpg_tilelang_"))
+            log.warning("tilelang cache directory %s is not writable; using the private "
+                        "temporary cache %s for this process (fix: make it writable or set "
+                        "TILELANG_CACHE_DIR)", configured, _PRIVATE[key])
+    return _PRIVATE[key]
 
 
 def tilelang_version() -> str:
@@ -67,12 +102,38 @@ def load_program(source: str, key: str) -> Any:
         return module
 
 
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _verified(lib: Path, record: Path, source_digest: str) -> bool:
+    """True when ``lib`` is the library its record describes, built from this source."""
+    try:
+        meta = json.loads(record.read_text())
+        return (meta.get("source_sha256") == source_digest and lib.stat().st_size == meta.get("size")
+                and _sha256_file(lib) == meta.get("so_sha256"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def build_shared_library(c_source: str, key: str, include_dirs: List[str], flags: List[str]) -> Path:
-    """Build ``c_source`` into ``<cache>/tl_<key>.so`` with the host C++ compiler (cached)."""
+    """Build ``c_source`` into ``<cache>/tl_<key>.so`` with the host C++ compiler (cached).
+
+    A cached library is used only if its record ``tl_<key>.so.json`` names this C
+    source's digest and the file's own sha256 and size: a truncated, empty or foreign
+    file (dlopen of a truncated library can kill the process with SIGBUS) is rebuilt.
+    """
     directory = cache_dir()
-    lib = directory / f"tl_{key}.so"
-    if lib.exists():
+    lib, record = directory / f"tl_{key}.so", directory / f"tl_{key}.so.json"
+    source_digest = hashlib.sha256(("\0".join([c_source, *flags])).encode()).hexdigest()
+    if lib.exists() and _verified(lib, record, source_digest):
         return lib
+    if lib.exists():
+        log.warning("tilelang cache entry %s does not match its checksum record; rebuilding", lib)
     src = write_atomic(directory / f"tl_{key}.cc", c_source)
     compiler = os.environ.get("CXX", "g++")
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp_", suffix=".so")
@@ -84,7 +145,10 @@ def build_shared_library(c_source: str, key: str, include_dirs: List[str], flags
             raise LoweringError(f"tilelang backend: building the C kernel {src} failed "
                                 f"({' '.join(cmd)}):\n{result.stderr[-3000:]}\n"
                                 f"fix: set CXX to a working C++17 compiler")
-        os.replace(tmp, lib)
+        meta = {"source_sha256": source_digest, "so_sha256": _sha256_file(Path(tmp)),
+                "size": os.path.getsize(tmp)}
+        os.replace(tmp, lib)  # a rename: a process that mapped the old file keeps it intact
+        source_files.write_atomic(record, json.dumps(meta))
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

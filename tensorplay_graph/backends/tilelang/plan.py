@@ -11,6 +11,7 @@ values produced outside the region or by earlier groups.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -125,8 +126,11 @@ def render_args(node: Any, names: Dict[Any, str]) -> Dict[str, Any]:
     for key, value in (node.meta.get("prim_args") or {}).items():
         if is_node(value):
             out[key] = f"{names[value]}_v"
+        elif isinstance(value, float) and not math.isfinite(value) and not math.isnan(value):
+            from .exprs import scalar_text  # +-inf as a TIR expression (NaN is declined)
+            out[key] = scalar_text(value)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            literal(value)  # raises on inf / nan
+            literal(value)  # raises on nan
             out[key] = value
         else:
             out[key] = value

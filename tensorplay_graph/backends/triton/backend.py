@@ -48,6 +48,21 @@ def _from_torch(values):
     return tuple(tensorplay.from_dlpack(v) for v in values)
 
 
+def _pointwise_semantics(prim: str, args: dict, dtype: str) -> Optional[str]:
+    """Why eager's result for this pointwise node cannot be matched by its template, or None."""
+    if prim == "div" and args.get("rounding_mode") == "floor":
+        # eager: (a - fmod(a, b)) / b rounded; floor(a / b) differs (1.0 // 0.1 is 9, not 10)
+        return "div(rounding_mode='floor') is not floor(a / b) in eager"
+    if prim == "pow":
+        if dtype not in ("float32", "float16", "bfloat16", "float64"):
+            return f"integer pow ({dtype}) must be exact; the template computes through exp2/log2"
+        b = args.get("b")
+        if dtype == "float16" and not is_node(b) and b in (0.5, -0.5):
+            # torch takes sqrt for x ** 0.5 in float32 but C pow in float16: pow(-inf, .5) differs
+            return "float16 x ** +-0.5: eager's special values differ from sqrt's"
+    return None
+
+
 class TritonBackend:
     """Generated Triton kernels for fusible regions; registered kernels for ``triton_op`` nodes."""
 
@@ -103,6 +118,9 @@ class TritonBackend:
         if prim.kind == "pointwise":
             if prim.lowering("triton") is None:
                 return f"prim {prim.name} has no triton template"
+            why = _pointwise_semantics(prim.name, node.meta.get("prim_args", {}), tm.dtype)
+            if why:
+                return why
             return scalar_out_of_range(node)
         if prim.kind == "reduction" and prim.name not in REDUCTION_PRIMS:
             return f"reduction {prim.name} has no Triton lowering ({', '.join(REDUCTION_PRIMS)} do)"
@@ -120,6 +138,10 @@ class TritonBackend:
             n = 1
             for d in dims:
                 n *= shape[d]
+            if n == 0 or 0 in shape:
+                # Empty rows: eager returns the identity (sum 0, mean nan) or raises (amax);
+                # a rows kernel over no elements would launch no program for it.
+                return f"{prim.name} over an empty tensor {shape} runs eagerly (identity or error)"
             if n > MAX_ROW:
                 return f"rows of {n} elements exceed the {MAX_ROW} a rows kernel keeps in registers"
             return None

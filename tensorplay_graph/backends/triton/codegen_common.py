@@ -32,7 +32,8 @@ def header(desc: KernelDesc, layout_text: str) -> List[str]:
 
 def load_expr(name: str, dtype: str, offset: str, mask: str) -> str:
     """``tl.load`` of one operand, converted to its compute dtype."""
-    text = f"tl.load({name}_ptr + {offset}, mask={mask}, other=0)"
+    text = (f"tl.load({name}_ptr + {offset}, mask={mask}, other=0)" if mask
+            else f"tl.load({name}_ptr + {offset})")
     cdt = compute_dtype(dtype)
     if cdt != dtype:
         text += f".to({TL_DTYPES[cdt]})"

@@ -60,7 +60,13 @@ def emit_reduction(em: Emitter, prim: str, a: str, out: str, out_dtype: str, n: 
         total = em.emit(f"{out}_sum", em.as_float(a, out_dtype), cdt, source, reduce="sum")
         return em.emit(out, f"{total} / {literal(float(n))}", cdt, source, per_row=True)
     if prim in ("amax", "amin"):
-        return em.emit(out, em.cast(a, out_dtype), cdt, source, reduce=prim[1:])
+        if cdt not in FLOATS:
+            return em.emit(out, em.cast(a, out_dtype), cdt, source, reduce=prim[1:])
+        # tl.max / tl.min skip NaN; eager propagates it: count the row's NaNs alongside.
+        x = em.cast(a, out_dtype)
+        top = em.emit(f"{out}_top", x, cdt, source, reduce=prim[1:])
+        nans = em.emit(f"{out}_nans", f"({x} != {x}).to(tl.int32)", "int32", source, reduce="max")
+        return em.emit(out, f"tl.where({nans} > 0, float('nan'), {top})", cdt, source, per_row=True)
     if prim == "var":
         x = em.as_float(a, out_dtype)
         mean = em.emit(f"{out}_mean", x, cdt, source, reduce="sum")
@@ -79,4 +85,6 @@ def reduce_dims(dim, ndim: int) -> tuple:
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         return tuple(range(ndim))
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    return tuple(sorted(d % ndim if ndim else 0 for d in dims))
+    if ndim == 0:  # a 0-d tensor reduced over dim 0 / -1: nothing to reduce
+        return ()
+    return tuple(sorted(d % ndim for d in dims))

@@ -26,7 +26,7 @@ def render_rows(desc: KernelDesc, layout: Layout) -> KernelSource:
     names = operand_names(desc)
     ndim = len(layout.sizes)
     wide = layout.numel >= 2 ** 31
-    per_row_out = [False] * len(desc.inputs) + [o.per_row for o in desc.outputs]
+    per_row_out = [a.per_row for a in desc.inputs] + [o.per_row for o in desc.outputs]
     # Per-row outputs never use a column offset; give them no column-stride parameter.
     unit = [c == 1 or pr for c, pr in zip(layout.col_strides, per_row_out)]
     params: List[tuple] = [("ptr", i) for i in range(len(names))] + [("n",)]
@@ -52,6 +52,9 @@ def render_rows(desc: KernelDesc, layout: Layout) -> KernelSource:
         row_offsets.append(strided_offset(name, ndim, "r"))
         col_offsets.append("cols" if unit[i] else f"cols * {name}_col_stride")
     for i, arg in enumerate(desc.inputs):
+        if arg.per_row:  # a scalar per row: a per-row result computed from it stays a scalar
+            lines.append(f"{INDENT}{arg.name} = {load_expr(arg.name, arg.dtype, row_offsets[i], None)}")
+            continue
         offset = f"{row_offsets[i]} + {col_offsets[i]}"
         lines.append(f"{INDENT}{arg.name} = {load_expr(arg.name, arg.dtype, offset, 'mask')}")
     lines += stmt_lines(desc.stmts, "mask")

@@ -69,6 +69,8 @@ class TensorArg:
 
     name: str
     dtype: str
+    #: in a rows kernel: constant along the row, loaded once per row (a scalar, not a block)
+    per_row: bool = False
 
 
 @dataclass(frozen=True)

@@ -158,26 +158,29 @@ def describe(group: Group, name: str, needed_outside: set) -> Tuple[KernelDesc, 
     var_of: Dict[Any, str] = {}
     inputs: List[Any] = []
     in_args: List[TensorArg] = []
-    dropped: Dict[Any, bool] = {}
+    flags: List[bool] = []
+    # An outside operand read by a per-row node whose reduced dims were dropped is aligned
+    # per row; read by a full-shape node, with the trailing dims: one argument per reading.
+    arg_of: Dict[Tuple[Any, bool], str] = {}
     members = set(group.nodes)
     for node in group.nodes:
-        for value in node.meta["prim_args"].values():
-            for v in (value if isinstance(value, (list, tuple)) else (value,)):
-                if is_node(v) and v not in members and v not in var_of:
-                    tm = node_meta(v)
-                    var_of[v] = namer(v.name)
-                    inputs.append(v)
-                    in_args.append(TensorArg(var_of[v], tm.dtype))
-                    em.dtypes[var_of[v]] = compute_dtype(tm.dtype)
-                    em.per_row[var_of[v]] = False
-                if is_node(v) and v not in members and node.meta["prim"].kind == "pointwise":
-                    # An operand of a per-row pointwise node whose reduced dims were dropped.
-                    node_shape = tuple(node_meta(node).shape)
-                    dropped.setdefault(v, group.per_row(node_shape) and len(node_shape) < len(group.shape))
+        drop = _reads_dropped(group, node)
+        for v in _outside_operands(node, members):
+            if (v, drop) not in arg_of:
+                tm = node_meta(v)
+                arg = arg_of[(v, drop)] = namer(v.name)
+                inputs.append(v)
+                flags.append(drop)
+                per_row = group.kind == "rows" and _constant_along_row(group, tuple(tm.shape), drop)
+                in_args.append(TensorArg(arg, tm.dtype, per_row=per_row))
+                em.dtypes[arg] = compute_dtype(tm.dtype)
+                em.per_row[arg] = per_row
     n = 1
     for d in group.dims or ():
         n *= group.shape[d]
     for node in group.nodes:
+        drop = _reads_dropped(group, node)
+        var_of.update((v, arg_of[(v, drop)]) for v in _outside_operands(node, members))
         var_of[node] = _emit_node(em, node, namer(node.name), var_of, n)
     outputs = [node for node in group.nodes if node in needed_outside]
     out_args = []
@@ -189,10 +192,34 @@ def describe(group: Group, name: str, needed_outside: set) -> Tuple[KernelDesc, 
     if group.kind == "pointwise":
         space = PointwiseSpace(group.shape)
     else:
-        flags = [dropped.get(v, False) for v in inputs]
         flags += [len(node_meta(o).shape) < len(group.shape) for o in outputs]
         space = RowsSpace(group.shape, group.dims, flags)
     return desc, inputs, outputs, space
+
+
+def _outside_operands(node: Any, members: set) -> List[Any]:
+    out = []
+    for value in node.meta["prim_args"].values():
+        for v in (value if isinstance(value, (list, tuple)) else (value,)):
+            if is_node(v) and v not in members and v not in out:
+                out.append(v)
+    return out
+
+
+def _reads_dropped(group: Group, node: Any) -> bool:
+    """True when ``node`` is a per-row pointwise node whose reduced dims were dropped."""
+    if node.meta["prim"].kind != "pointwise":
+        return False
+    shape = tuple(node_meta(node).shape)
+    return group.per_row(shape) and len(shape) < len(group.shape)
+
+
+def _constant_along_row(group: Group, shape: Tuple[int, ...], dropped: bool) -> bool:
+    """True when an operand of ``shape`` broadcasts to one value per row of ``group``."""
+    if dropped:
+        return True
+    padded = (1,) * (len(group.shape) - len(shape)) + shape
+    return len(shape) <= len(group.shape) and all(padded[d] == 1 for d in group.dims)
 
 
 def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int) -> str:

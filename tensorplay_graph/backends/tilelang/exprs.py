@@ -1,0 +1,90 @@
+"""Typed step expressions for fused pointwise kernels: eager's dtype rules, spelled in TIR.
+
+Inside a pointwise kernel every value is either ``float32`` (inputs are loaded
+and cast to float32; arithmetic results) or ``bool`` (comparisons, logic, and
+bool-typed results). TIR follows C's rules, not eager's: ``-1 / (x >= y)`` is an
+integer division there and ``bool + bool`` overflows a bool constant. So each
+operand is converted to what the prim needs before the template is applied:
+arithmetic reads float32 (bools become 0.0 / 1.0, Python ints become floats),
+``where``'s condition reads bool, and an arithmetic result typed ``bool`` by
+eager (``(x > 0) + (y > 0)``) is computed in float32 and compared with 0.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Optional
+
+from .plan import is_node, tensor_meta
+
+#: Prims whose TileLang template already yields a bool value.
+BOOL_PRIMS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+                        "logical_xor", "logical_not"})
+#: Canonical argument names that are operands of the computation (others are attributes).
+OPERANDS = ("a", "b", "min", "max")
+INF = 'T.infinity("float32")'
+
+
+def scalar_text(value: Any) -> Optional[str]:
+    """A Python scalar as a float32 TIR expression; None for NaN (no TIR literal here)."""
+    value = float(value)
+    if math.isnan(value):
+        return None
+    if math.isinf(value):
+        return INF if value > 0 else f"(-{INF})"
+    return repr(value)
+
+
+def unsupported_constant(node: Any) -> Optional[str]:
+    """Why a constant argument of ``node`` cannot be spelled, or None."""
+    args = node.meta.get("prim_args") or {}
+    for key, value in args.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if key in OPERANDS and math.isnan(float(value)):
+                return f"NaN constant {key}={value!r} has no TIR spelling here"
+            if key == "alpha" and not math.isfinite(float(value)):
+                return f"non-finite alpha={value!r}"
+    if node.meta["prim"].name == "div" and args.get("rounding_mode") == "floor":
+        # eager's floor division is (a - fmod(a, b)) / b, not floor(a / b)
+        return "div(rounding_mode='floor') differs from floor(a / b) on floats"
+    return None
+
+
+def kind(node: Any) -> str:
+    """``"bool"`` or ``"float32"``: how a step's value is held inside the kernel."""
+    return "bool" if tensor_meta(node).dtype == "bool" else "float32"
+
+
+def step_expr(node: Any, names: Dict[Any, str], kinds: Dict[Any, str], target: str = "c") -> str:
+    """The TileLang expression of pointwise ``node`` over loop values ``{name}_v``.
+
+    ``kinds`` maps each value node read to ``"bool"`` / ``"float32"`` (inputs are float32).
+    """
+    prim = node.meta["prim"]
+    args = node.meta.get("prim_args") or {}
+    out: Dict[str, Any] = {}
+    for key, value in args.items():
+        if is_node(value):
+            text, have = f"{names[value]}_v", kinds.get(value, "float32")
+            if key == "cond":
+                text = text if have == "bool" else f"({text} != 0.0)"
+            elif key in OPERANDS and have == "bool":
+                text = f'T.Cast("float32", {text})'
+            out[key] = text
+        elif key in OPERANDS and isinstance(value, (bool, int, float)):
+            out[key] = scalar_text(value)
+        else:
+            out[key] = value
+    b = args.get("b")
+    if prim.name == "div" and not is_node(b) and isinstance(b, (int, float)) and float(b) == 0.0:
+        # TIR folds a literal division by zero into an error; a * (+-inf) is the same value
+        # (0 * inf = nan like 0 / 0), with the sign of the zero.
+        sign = "" if math.copysign(1.0, float(b)) > 0 else "-"
+        out["b"] = "1.0"
+        q = f"({out['a']} * ({sign}{INF}))"
+        mode = args.get("rounding_mode")
+        return {None: q, "trunc": f"T.trunc({q})", "floor": f"T.floor({q})"}[mode]
+    expr = prim.render("tilelang", **out)
+    if kind(node) == "bool" and prim.name not in BOOL_PRIMS and prim.name != "cast":
+        expr = f"({expr} != 0.0)"
+    return expr

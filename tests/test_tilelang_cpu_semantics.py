@@ -1,0 +1,166 @@
+"""TileLang C target: eager's dtype and special-value rules, truthful supports(), cache safety.
+
+Each program runs with ``TPG_STRICT_LOWERING=1``: a region the backend claims but
+cannot compile fails the test instead of quietly running eagerly.
+"""
+
+import ctypes
+import logging
+import os
+import shutil
+import tempfile
+
+import pytest
+
+os.environ.setdefault("TILELANG_CACHE_DIR", tempfile.mkdtemp(prefix="tpg-tilelang-"))
+
+tilelang = pytest.importorskip("tilelang")
+torch = pytest.importorskip("torch")
+
+import tensorplay_graph as tpg  # noqa: E402
+from tensorplay_graph.backends.tilelang import cache  # noqa: E402
+from tensorplay_graph.passes.pipeline import compile_graph  # noqa: E402
+
+SPECIAL = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, 0.0, 1.5, -2.5, 3.0])
+N = 8192  # 8 specials x 8192 = 65536 elements: enough for the CPU claim
+
+
+@pytest.fixture(autouse=True)
+def strict(monkeypatch):
+    monkeypatch.setenv("TPG_STRICT_LOWERING", "1")
+
+
+def _compiled(fn, *args):
+    gm = compile_graph(tpg.capture(fn, *args), args, backends=["tilelang"])
+    kernels = [n for n in gm.graph.nodes if n.meta.get("kernel") is not None]
+    assert kernels and all(n.meta["kernel"].backend == "tilelang" for n in kernels)
+    return gm
+
+
+def _same(got, want):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if want.dtype == torch.bool:
+        assert torch.equal(got, want)
+    else:
+        torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-6, atol=1e-6)
+
+
+def special_program(x, y, m):
+    """Every construct issue 13 found crashing or wrong on the C target, in one region."""
+    div_bool = (-1 / (x >= y)) * 2 + x             # true division of a bool: -inf, not -1
+    absolute = (x * 2).abs() + 1 - x                # fabs is missing on the C target
+    where_in = torch.where(m, x, y) * 2 + 1         # a bool *input*
+    neg_inf = torch.where(x > 0, x, float("-inf")) * 2 + 1
+    by_zero = (x * 2 + 1) / 0 - x                   # literal division by zero
+    bool_add = ((x > 0) + (y > 0)) * x + 1          # bool + bool stays bool (logical or)
+    unused = x * 3 + 1 - y                          # noqa: F841 - a dead value in the region
+    nan_ops = torch.relu(x) * 2 + torch.maximum(x, y) - torch.clamp(x, -1.0, 2.0)
+    return div_bool, absolute, where_in, neg_inf, by_zero, bool_add, nan_ops
+
+
+def test_special_values_and_dtypes_match_torch_eager():
+    x, y = SPECIAL.repeat(N), SPECIAL.roll(3).repeat(N)
+    m = torch.arange(x.numel()) % 3 == 0
+    gm = _compiled(special_program, x, y, m)
+    for got, want in zip(gm(x, y, m), special_program(x, y, m)):
+        _same(got, want)
+
+
+def test_tensorplay_bool_true_division_promotes_to_float():
+    tp = pytest.importorskip("tensorplay")
+    x, y = tp.randn(256, 256), tp.randn(256, 256)
+
+    def prog(x, y):
+        return (-1 / (x >= y)) * 2 + x, ((x > 0) + (y > 0)) * x + 1
+
+    gm = _compiled(prog, x, y)
+    for got, want in zip(gm(x, y), prog(x, y)):
+        _same(torch.from_dlpack(got), torch.from_dlpack(want))
+
+
+def test_floor_division_is_declined_not_approximated():
+    x = torch.randn(256, 256)
+    e = tpg.explain(lambda x: torch.div(x * 2 + 1, 0.1, rounding_mode="floor") - x, x,
+                    backend="tilelang", compile_kernels=False)
+    assert "floor" in str(e.declined)
+
+
+def test_nan_constant_is_declined_with_reason():
+    x = torch.randn(256, 256)
+    e = tpg.explain(lambda x: torch.where(x > 0, x, float("nan")) * 2 + 1, x, backend="tilelang",
+                    compile_kernels=False)
+    assert "NaN constant" in str(e.declined)
+
+
+def test_auto_on_cpu_runs_eagerly_and_matches():
+    x, y = SPECIAL.repeat(N), SPECIAL.roll(3).repeat(N)
+    m = torch.arange(x.numel()) % 3 == 0
+    f = tpg.compile(special_program)
+    for got, want in zip(f(x, y, m), special_program(x, y, m)):
+        _same(got, want)
+
+
+def test_compile_failure_runs_region_eagerly_with_warning(monkeypatch, caplog):
+    from tensorplay_graph.backends.tilelang.backend import TileLangBackend
+
+    monkeypatch.delenv("TPG_STRICT_LOWERING")
+
+    def broken(self, region):
+        raise RuntimeError("toolchain exploded")
+
+    monkeypatch.setattr(TileLangBackend, "compile", broken)
+    x, y = torch.randn(256, 256), torch.randn(256, 256)
+
+    def prog(x, y):
+        return (x * y + 1) * 2 - y
+
+    with caplog.at_level(logging.WARNING, logger="tensorplay_graph.passes.lower"):
+        got = tpg.compile(prog, backend="tilelang")(x, y)
+    _same(got, prog(x, y))
+    assert any("toolchain exploded" in r.message for r in caplog.records if r.levelname == "WARNING")
+    text = str(tpg.explain(prog, x, y, backend="tilelang"))
+    assert "runs eagerly" in text and "toolchain exploded" in text
+
+
+# ----------------------------------------------------------------------------- the .so cache
+
+C_SOURCE = 'extern "C" int answer() {{ return {value}; }}\n'
+
+
+def _build(value, key):
+    return cache.build_shared_library(C_SOURCE.format(value=value), key, [], ["-O0"])
+
+
+def _answer(path):
+    # A copy under a fresh name: dlopen returns the handle already loaded for a path.
+    fresh = os.path.join(tempfile.mkdtemp(), "lib.so")
+    shutil.copy(path, fresh)
+    return ctypes.CDLL(fresh).answer()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "other_kernel"])
+def test_damaged_so_entry_is_rebuilt(damage, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    key = f"test_{damage}"
+    lib = _build(41, key)
+    data = lib.read_bytes()
+    if damage == "truncated":
+        lib.write_bytes(data[: len(data) // 2])
+    elif damage == "empty":
+        lib.write_bytes(b"")
+    else:
+        lib.write_bytes(_build(7, key + "_other").read_bytes())
+    with caplog.at_level(logging.WARNING):
+        again = _build(41, key)
+    assert again == lib and again.read_bytes() == data and _answer(again) == 41
+    assert any("checksum" in r.message for r in caplog.records)
+
+
+def test_unwritable_cache_dir_falls_back_to_private_temp_dir(tmp_path, monkeypatch, caplog):
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("a file where the cache directory should be")
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(blocker))
+    with caplog.at_level(logging.WARNING):
+        lib = _build(5, "test_unwritable")
+    assert _answer(lib) == 5 and not str(lib).startswith(str(blocker))
+    assert any("not writable" in r.message for r in caplog.records)
