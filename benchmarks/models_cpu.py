@@ -5,9 +5,11 @@
 
 Each cell compiles one zoo model (tests/models/zoo.py) and compares it with eager, as the
 tests do (tests/models/harness.py): ``ok`` or the error class, the max abs error over outputs
-(and gradients in grad mode), Dynamo graph breaks (the torch.compile entry point only) and the
-first compiled call's seconds (capture + lowering + run). Cells run in one process; Dynamo's
-cache is reset before each torch.compile cell.
+(and gradients in grad mode), generated kernels in the lowered graph (tensorplay_graph.compile,
+no_grad mode only), Dynamo graph breaks (torch.compile only) and the first compiled call's
+CPU seconds (capture + lowering + run; process time with one torch thread, so that a busy
+machine does not inflate it). Cells run in one process; Dynamo's cache is reset before each
+torch.compile cell.
 """
 
 from __future__ import annotations
@@ -30,15 +32,25 @@ from models.zoo import CPU_BACKENDS, ENTRY_POINTS, MODES, ZOO  # noqa: E402
 logger = logging.getLogger("benchmarks.models_cpu")
 
 
+def _kernels(result) -> str:
+    """Generated-kernel calls in the lowered graph, where observable (tensorplay_graph.compile,
+    no_grad: grad mode runs the captured graph through eager autograd)."""
+    try:
+        from tensorplay_graph.backends.triton.testing import lowered_summary
+        return f", {len(lowered_summary(result.compiled)['kernels'])} kernels"
+    except Exception:  # noqa: BLE001 - not a tensorplay_graph.compile result, or never lowered
+        return ""
+
+
 def _cell(result) -> str:
     if result.error is None:
-        text = f"ok {result.max_error:.1e}"
+        text = f"ok {result.max_error:.1e}" + _kernels(result)
     else:
         text = type(result.error).__name__
     if result.graph_breaks:
-        text += f" ({result.graph_breaks} breaks)"
-    if result.first_call_s is not None:
-        text += f", {result.first_call_s:.2f}s"
+        text += f", {result.graph_breaks} breaks"
+    if result.first_call_cpu_s is not None:
+        text += f", {result.first_call_cpu_s:.2f}s"
     return text
 
 
@@ -52,6 +64,8 @@ def main(argv=None) -> int:
     ns = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     logging.getLogger("tensorplay_graph").setLevel(logging.ERROR)  # the cells speak for themselves
+    import torch
+    torch.set_num_threads(1)
 
     specs = [s for s in ZOO if not ns.models or s.name in ns.models]
     columns = [(m, b) for m in ns.modes for b in ns.backends]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from .zoo import ModelSpec
@@ -23,15 +23,20 @@ class Mismatch(AssertionError):
     """Compiled results differ from eager (values, structure or type)."""
 
 
+class EagerError(RuntimeError):
+    """The model itself failed eagerly: a zoo bug, not a compiler one."""
+
+
 @dataclass
 class CellResult:
     """What one cell did: ``error`` is None when compiled == eager."""
 
     max_error: Optional[float] = None
-    first_call_s: Optional[float] = None
+    first_call_s: Optional[float] = None  # wall clock
+    first_call_cpu_s: Optional[float] = None  # this process's CPU time (robust on a busy machine)
     graph_breaks: Optional[int] = None
     error: Optional[BaseException] = None
-    notes: List[str] = field(default_factory=list)
+    compiled: Any = None  # the compiled callable, for inspection (benchmarks)
 
     @property
     def status(self) -> str:
@@ -162,18 +167,22 @@ def _run(spec: ModelSpec, entry: str, mode: str, backend: str, result: CellResul
     model, args, kwargs = spec.build()
     grad = mode == "grad"
     context = fw.enable_grad if grad else fw.no_grad
-    with context():
-        expected = model(*args, **kwargs)
-        if grad:
-            _loss(fw, expected).backward()
-            expected_grads = _grads(model)
-            _zero_grads(model)
-    compiled = compile_with(spec, entry, backend, model)
+    try:
+        with context():
+            expected = model(*args, **kwargs)
+            if grad:
+                _loss(fw, expected).backward()
+                expected_grads = _grads(model)
+                _zero_grads(model)
+    except Exception as exc:
+        raise EagerError(f"{spec.name} fails eagerly: {type(exc).__name__}: {exc}") from exc
+    compiled = result.compiled = compile_with(spec, entry, backend, model)
     worst = 0.0
     with context(), _dynamo_counters(entry, result):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         actual = compiled(*args, **kwargs)
         result.first_call_s = time.perf_counter() - start
+        result.first_call_cpu_s = time.process_time() - start_cpu
         worst = compare(expected, actual, "output")
         if grad:
             _loss(fw, actual).backward()

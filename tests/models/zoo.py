@@ -54,13 +54,14 @@ def _pixels(shape):
 
 def gpt2() -> Built:
     return _hf("GPT2LMHeadModel", "GPT2Config", _ids(), n_layer=2, n_embd=32, n_head=2,
-               vocab_size=100, n_positions=32)
+               vocab_size=100, n_positions=32, bos_token_id=0, eos_token_id=0,
+               use_cache=False)
 
 
 def llama() -> Built:
     return _hf("LlamaForCausalLM", "LlamaConfig", _ids(), num_hidden_layers=2, hidden_size=32,
                intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
-               vocab_size=100, max_position_embeddings=32)
+               vocab_size=100, max_position_embeddings=32, use_cache=False)
 
 
 def bert() -> Built:
@@ -79,8 +80,9 @@ def t5() -> Built:
         g = torch.Generator().manual_seed(1)
         return (), {"input_ids": torch.randint(0, 100, (2, 8), generator=g),
                     "decoder_input_ids": torch.randint(0, 100, (2, 5), generator=g)}
-    return _hf("T5ForConditionalGeneration", "T5Config", inputs, num_layers=2,
-               num_decoder_layers=2, d_model=32, d_kv=8, d_ff=64, num_heads=4, vocab_size=100)
+    return _hf("T5ForConditionalGeneration", "T5Config", inputs, num_layers=1,
+               num_decoder_layers=1, d_model=32, d_kv=8, d_ff=64, num_heads=4, vocab_size=100,
+               use_cache=False)
 
 
 def vit() -> Built:
@@ -97,7 +99,8 @@ def whisper() -> Built:
     return _hf("WhisperModel", "WhisperConfig", inputs, d_model=32, encoder_layers=1,
                decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
                encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=16, max_source_positions=16,
-               max_target_positions=16, vocab_size=100)
+               max_target_positions=16, vocab_size=100, use_cache=False,
+               pad_token_id=0, bos_token_id=0, eos_token_id=0, decoder_start_token_id=0)
 
 
 def hf_resnet() -> Built:
@@ -255,3 +258,17 @@ BY_NAME: Dict[str, ModelSpec] = {spec.name: spec for spec in ZOO}
 ENTRY_POINTS = {"torch": ("dynamo", "tpg"), "tensorplay": ("tp", "tpg")}
 CPU_BACKENDS = ("auto", "reference", "tilelang")
 MODES = ("no_grad", "grad")
+
+#: Heavy models whose every (mode, backend) cell runs; other heavy models run only
+#: no_grad / reference and grad / auto per entry point (a Dynamo cell costs seconds).
+REPRESENTATIVE = ("gpt2", "bert", "hf_resnet", "tpv_mobilenet_v3_small")
+
+
+def cells(spec: ModelSpec) -> List[Tuple[str, str, str]]:
+    """(entry, mode, backend) cells the tests run for ``spec``; the benchmark runs all."""
+    if not spec.heavy or spec.name in REPRESENTATIVE:
+        pairs = [(m, b) for m in MODES for b in CPU_BACKENDS]
+    else:
+        pairs = [("no_grad", "reference"), ("grad", "auto")]
+    return [(entry, mode, backend) for entry in ENTRY_POINTS[spec.framework]
+            for mode, backend in pairs]
