@@ -1,8 +1,9 @@
 """Run one zoo cell (model x entry point x mode x backend) against the model's own eager run.
 
-A cell compiles the model through one entry point, calls it twice on the same inputs and
-compares every tensor of the output (and, in ``grad`` mode, the gradient of a scalar loss
-w.r.t. every parameter) with eager. Output types are compared too: a ``ModelOutput`` must come
+A cell compiles the model through one entry point and compares every tensor of its output
+with eager, twice: in ``no_grad`` mode on a second call, in ``grad`` mode after the gradients
+of a scalar loss w.r.t. every parameter (compared too) took one in-place SGD step (the
+compiled model must read parameters at call time). Output types are compared too: a ``ModelOutput`` must come
 back as a ``ModelOutput``. Models stay in eval mode in both modes (dropout off, batch-norm
 statistics frozen), so a difference is the compiler's.
 """
@@ -117,6 +118,14 @@ def _grads(model: Any) -> Dict[str, Any]:
     return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
+def _sgd_step(fw: Any, model: Any, lr: float = 0.1) -> None:
+    with fw.no_grad():
+        for p in model.parameters():
+            if p.grad is not None:
+                p.sub_(p.grad * lr)
+                p.grad = None
+
+
 def _zero_grads(model: Any) -> None:
     for p in model.parameters():
         p.grad = None
@@ -192,6 +201,10 @@ def _run(spec: ModelSpec, entry: str, mode: str, backend: str, result: CellResul
                 raise Mismatch(f"no gradient reached {len(missing)} parameters, e.g. {missing[:3]}")
             for name, g in expected_grads.items():
                 worst = max(worst, compare(g, got[name], f"grad[{name}]"))
+            # A training step: the next call must read the updated parameters, not a capture-time copy.
+            _sgd_step(fw, model)
+            worst = max(worst, compare(model(*args, **kwargs), compiled(*args, **kwargs),
+                                       "output after an SGD step"))
         else:
             worst = max(worst, compare(expected, compiled(*args, **kwargs), "second call"))
     result.max_error = worst
