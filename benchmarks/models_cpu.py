@@ -80,9 +80,9 @@ def main(argv=None) -> int:
                 cells.append(_cell(result))
                 logger.info("%s / %s / %s / %s: %s", spec.name, entry, mode, backend, cells[-1])
                 if result.error is not None:
+                    first_line = (str(result.error).splitlines() or [""])[0][:300]
                     failures.append(f"{spec.name} / {entry} / {mode} / {backend}: "
-                                    f"{type(result.error).__name__}: "
-                                    f"{str(result.error).splitlines()[0][:300] if str(result.error) else ''}")
+                                    f"{type(result.error).__name__}: {first_line}")
             lines.append(f"| {spec.name} | {entry} | " + " | ".join(cells) + " |")
     table = "\n".join(lines) + "\n"
     if ns.errors and failures:

@@ -1,4 +1,5 @@
-"""Every test in tests/models carries the ``models`` marker: ``-m "not models"`` deselects the zoo."""
+"""Every test in tests/models carries the ``models`` marker: ``-m "not models"`` deselects
+the zoo."""
 
 import pytest
 

@@ -3,9 +3,9 @@
 A cell compiles the model through one entry point and compares every tensor of its output
 with eager, twice: in ``no_grad`` mode on a second call, in ``grad`` mode after the gradients
 of a scalar loss w.r.t. every parameter (compared too) took one in-place SGD step (the
-compiled model must read parameters at call time). Output types are compared too: a ``ModelOutput`` must come
-back as a ``ModelOutput``. Models stay in eval mode in both modes (dropout off, batch-norm
-statistics frozen), so a difference is the compiler's.
+compiled model must read parameters at call time). Output types are compared too: a
+``ModelOutput`` must come back as a ``ModelOutput``. Models stay in eval mode in both modes
+(dropout off, batch-norm statistics frozen), so a difference is the compiler's.
 """
 
 from __future__ import annotations
@@ -158,7 +158,8 @@ def _dynamo_counters(entry: str, result: CellResult):
     yield
     result.graph_breaks = sum(counters["graph_break"].values())
     if not counters["stats"]["unique_graphs"]:
-        raise Mismatch("Dynamo compiled no graph: the model ran eagerly, tensorplay_graph never ran")
+        raise Mismatch("Dynamo compiled no graph: the model ran eagerly, "
+                       "tensorplay_graph never ran")
 
 
 def run_cell(spec: ModelSpec, entry: str, mode: str, backend: str) -> CellResult:
@@ -201,7 +202,8 @@ def _run(spec: ModelSpec, entry: str, mode: str, backend: str, result: CellResul
                 raise Mismatch(f"no gradient reached {len(missing)} parameters, e.g. {missing[:3]}")
             for name, g in expected_grads.items():
                 worst = max(worst, compare(g, got[name], f"grad[{name}]"))
-            # A training step: the next call must read the updated parameters, not a capture-time copy.
+            # A training step: the next call must read the updated parameters, not copies
+            # taken at capture.
             _sgd_step(fw, model)
             worst = max(worst, compare(model(*args, **kwargs), compiled(*args, **kwargs),
                                        "output after an SGD step"))

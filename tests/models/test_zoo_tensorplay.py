@@ -1,4 +1,5 @@
-"""TensorPlay models (tensorplay.nn, its vision / audio zoo) through tp.compile and tensorplay_graph.compile.
+"""TensorPlay models (tensorplay.nn; its vision / audio zoo) through tp.compile and
+tensorplay_graph.compile.
 
 Each cell compares the compiled model with its eager run (outputs, output types, and in grad
 mode the gradients of a scalar loss); see harness.py. The cell list is zoo.cells().

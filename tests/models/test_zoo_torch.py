@@ -1,4 +1,5 @@
-"""transformers models through torch.compile(backend="tensorplay_graph") and tensorplay_graph.compile.
+"""transformers models through torch.compile(backend="tensorplay_graph") and
+tensorplay_graph.compile.
 
 Each cell compares the compiled model with its eager run (outputs, output types, and in grad
 mode the gradients of a scalar loss); see harness.py. The cell list is zoo.cells().

@@ -45,7 +45,10 @@ def _hf(model_cls: str, config_cls: str, inputs: Callable[[Any], Built], **confi
 
 
 def _ids(shape=(2, 8), vocab=100):
-    return lambda torch: ((torch.randint(0, vocab, shape, generator=torch.Generator().manual_seed(1)),), {})
+    def inputs(torch):
+        generator = torch.Generator().manual_seed(1)
+        return (torch.randint(0, vocab, shape, generator=generator),), {}
+    return inputs
 
 
 def _pixels(shape):
