@@ -1,0 +1,23 @@
+"""TensorPlay models (tensorplay.nn; its vision / audio zoo) through tp.compile and
+tensorplay_graph.compile.
+
+Each cell compares the compiled model with its eager run (outputs, output types, and in grad
+mode the gradients of a scalar loss); see harness.py. The cell list is zoo.cells().
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .harness import check
+from .upstream import marks
+from .zoo import ZOO, cells
+
+CELLS = [pytest.param(spec, entry, mode, backend, id=f"{spec.name}-{entry}-{mode}-{backend}",
+                      marks=marks(spec.name, entry, mode, backend))
+         for spec in ZOO if spec.framework == "tensorplay" for entry, mode, backend in cells(spec)]
+
+
+@pytest.mark.parametrize("spec, entry, mode, backend", CELLS)
+def test_compiled_equals_eager(spec, entry, mode, backend):
+    check(spec, entry, mode, backend)
