@@ -164,3 +164,37 @@ def test_capture_names_placeholders_after_the_call():
     gm = tpg.capture(lambda x, *rest, **kw: x + rest[0] + kw["pair"][1], x, x, pair=(x, x))
     assert [n.target for n in gm.graph.nodes if n.op == "placeholder"] == \
         ["x", "rest_0", "pair_0", "pair_1"]
+
+
+class _Layer:
+    def __init__(self):
+        self.keys = self.values = None
+        self.is_initialized = False
+
+
+class _KVCache:
+    """Like transformers' DynamicCache: a plain object whose layers hold tensors."""
+
+    def __init__(self):
+        self.layers, self.note = [_Layer(), _Layer()], "kv"
+
+
+def test_plain_objects_holding_traced_tensors_come_back_rebuilt():
+    import torch
+
+    def program(x):
+        cache = _KVCache()
+        for i, layer in enumerate(cache.layers):
+            layer.keys, layer.values, layer.is_initialized = x * (i + 1), x - i, True
+        return {"logits": x.sum(-1), "past_key_values": cache}
+
+    x = torch.randn(3, 4)
+    want = program(x)
+    for _ in range(2):
+        got = tpg.compile(program, backend="reference")(x)
+        assert isinstance(got["past_key_values"], _KVCache) and got["past_key_values"].note == "kv"
+        torch.testing.assert_close(got["logits"], want["logits"])
+        for mine, eager in zip(got["past_key_values"].layers, want["past_key_values"].layers):
+            assert isinstance(mine, _Layer) and mine.is_initialized
+            torch.testing.assert_close(mine.keys, eager.keys)
+            torch.testing.assert_close(mine.values, eager.values)

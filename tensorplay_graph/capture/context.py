@@ -177,6 +177,14 @@ def _returned_proxy(value: Any, path: str, seen: set) -> Optional[str]:
         return None
     if isinstance(value, slice):
         return None
+    from .structure import _traced_attributes
+    traced = _traced_attributes(value)
+    if traced:  # a plain object (a KV cache): rebuilt around the graph's outputs
+        for key in traced:
+            found = _returned_proxy(vars(value)[key], f"{path}.{key}", seen)
+            if found:
+                return found
+        return None
     return _find_proxy(value, f"{path} ({type(value).__name__})", 4, seen)
 
 

@@ -131,7 +131,33 @@ def plain(value: Any) -> Any:
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
         return {key: plain(item) for key, item in value.items()}
+    traced = _traced_attributes(value)
+    if traced:
+        return {key: plain(vars(value)[key]) for key in traced}
     return value
+
+
+def _traced_attributes(value: Any) -> List[str]:
+    """Attributes of a plain Python object (transformers' ``DynamicCache`` and its layers)
+    that hold traced values; the graph returns those, the rest is kept from capture."""
+    from .proxy import Proxy
+    if isinstance(value, (Proxy, type)) or framework_of(value) is not None or \
+            callable(value) or not hasattr(value, "__dict__"):
+        return []
+    return [key for key, item in vars(value).items() if _holds_proxy(item, 4)]
+
+
+def _holds_proxy(value: Any, depth: int) -> bool:
+    from .proxy import Proxy
+    if isinstance(value, Proxy):
+        return True
+    if depth <= 0:
+        return False
+    if isinstance(value, (tuple, list)):
+        return any(_holds_proxy(item, depth - 1) for item in value)
+    if isinstance(value, dict):
+        return any(_holds_proxy(item, depth - 1) for item in value.values())
+    return bool(_traced_attributes(value)) if depth > 1 else False
 
 
 def output_spec(value: Any) -> Any:
@@ -149,6 +175,10 @@ def output_spec(value: Any) -> Any:
         if type(value) is not dict:
             return ("mapping", type(value), children)
         return ("dict", children) if any(c is not None for c in children.values()) else None
+    traced = _traced_attributes(value)
+    if traced:
+        kept = {k: v for k, v in vars(value).items() if k not in traced}
+        return ("object", type(value), kept, {k: output_spec(vars(value)[k]) for k in traced})
     return None
 
 
@@ -167,6 +197,12 @@ def restore(spec: Any, value: Any) -> Any:
         return _rebuild_dataclass(cls, {n: restore(s, value[n]) for n, s in zip(names, children)})
     if kind == "mapping":
         return spec[1]({k: restore(s, value[k]) for k, s in spec[2].items()})
+    if kind == "object":
+        _, cls, kept, children = spec
+        obj = cls.__new__(cls)
+        vars(obj).update(kept)
+        vars(obj).update({k: restore(s, value[k]) for k, s in children.items()})
+        return obj
     return {k: restore(s, value[k]) for k, s in spec[1].items()}
 
 
