@@ -44,10 +44,27 @@ def iter_proxies(value: Any) -> Iterator[Any]:
         yield from iter_proxies(value.step)
 
 
+def _flat_proxies(values: Any, proxy_type: type) -> Iterator[Any]:
+    """``iter_proxies(values)`` for ``(args, kwargs)``-shaped values, flat levels walked inline."""
+    # The hot path of capture: one level of args (and kwargs) holding proxies and scalars.
+    for value in values:
+        items = value.values() if type(value) is dict else value
+        if type(items) not in (tuple, list, type({}.values())):
+            yield from iter_proxies(value)
+            continue
+        for item in items:
+            if type(item) is proxy_type:
+                yield item
+            elif isinstance(item, (tuple, list, dict, slice, proxy_type)):
+                yield from iter_proxies(item)
+
+
 def tracer_of(*values: Any) -> Any:
     """The tracer owning the proxies inside ``values`` (None when there are none)."""
+    from .proxy import Proxy
+
     tracer = None
-    for proxy in iter_proxies(values):
+    for proxy in _flat_proxies(values, Proxy):
         if tracer is None:
             tracer = proxy.tracer
         elif proxy.tracer is not tracer:
@@ -96,15 +113,23 @@ _LIBRARY_DIRS = (os.path.join(_CAPTURE_DIR, ""), os.path.join(_PACKAGE_DIR, "fra
                  os.path.join(_PACKAGE_DIR, "library", ""))
 
 
+_dirs_cache: list = [None, None]  # [(tensorplay module, torch module), their dirs]
+
+
 def _framework_dirs() -> Tuple[str, ...]:
     """Directories of the imported frameworks: their frames are never the user's call site."""
+    # Asked once per captured node: cached until a framework is (un)imported.
+    key = (sys.modules.get("tensorplay"), sys.modules.get("torch"))
+    cached = _dirs_cache
+    if cached[0] is not None and cached[0][0] is key[0] and cached[0][1] is key[1]:
+        return cached[1]
     dirs = list(_LIBRARY_DIRS)
-    for name in ("tensorplay", "torch"):
-        module = sys.modules.get(name)
+    for module in key:
         path = getattr(module, "__file__", None)
         if path:
             dirs.append(os.path.join(os.path.dirname(os.path.abspath(path)), ""))
-    return tuple(dirs)
+    cached[0], cached[1] = key, tuple(dirs)
+    return cached[1]
 
 
 def user_frame(frame: Optional[Any] = None) -> Optional[Any]:

@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..errors import GraphCaptureError
 from ..frameworks import adapter, framework_of, is_tensor, private_copy, tensor_meta
 from ..ir.effects import is_inplace
+from ..ir.lint import lint_enabled
 from ..ir.names import is_identifier, sanitize
 from .context import ACTIVE_TRACER, raise_location, user_location
 from .proxy import MISSING, Proxy
@@ -76,6 +77,8 @@ class Tracer:
         self.guards: list = []
         #: How to give the graph's plain output back its types (``structure.restore``).
         self.output_spec: Any = None
+        #: torch's random-call mode while a trace runs; paused around example computation.
+        self._torch_mode: Any = None
 
     # -- recording -------------------------------------------------------
 
@@ -91,8 +94,14 @@ class Tracer:
         if not self.private_examples and is_inplace(node):
             raise _RetraceWithPrivateExamples()
         node.meta["stack"] = user_location()
-        example = self._example(node, kind, target, args, kwargs, example_fn)
-        _set_tensor_meta(node, example)
+        mode = self._torch_mode
+        paused = mode is not None and self._pause_mode(mode)
+        try:
+            example = self._example(node, kind, target, args, kwargs, example_fn)
+            _set_tensor_meta(node, example)
+        finally:
+            if paused:
+                self._resume_mode(mode)
         return Proxy(node, self, example)
 
     def proxy(self, node: Any, example: Any = MISSING) -> Proxy:
@@ -139,6 +148,17 @@ class Tracer:
 
     def _to_node_args(self, value: Any) -> Any:
         """Proxies -> their nodes, real tensors -> lifted constants, shape tuples -> plain tuples."""
+        cls = type(value)
+        if cls is Proxy:
+            return value.node
+        if cls is tuple or cls is dict:  # the hot path: one level of proxies and scalars
+            items = value.values() if cls is dict else value
+            out = []
+            for item in items:
+                kind = type(item)
+                out.append(item.node if kind is Proxy else
+                           item if kind in _PLAIN else self._to_node_args(item))
+            return tuple(out) if cls is tuple else dict(zip(value, out))
         if isinstance(value, Proxy):
             return value.node
         if isinstance(value, tuple):
@@ -240,7 +260,10 @@ class Tracer:
                         stack.enter_context(adapter(name).tracing(self, state.on_module_call))
                 if sys.modules.get("torch") is not None:
                     # ``torch.rand(3)`` holds no proxy: only a function mode sees it.
-                    stack.enter_context(adapter("torch").random_mode(self))
+                    torch_adapter = adapter("torch")
+                    self._torch_mode = stack.enter_context(torch_adapter.random_mode(self))
+                    self._pause_mode = torch_adapter.pause_mode
+                    self._resume_mode = torch_adapter.resume_mode
                 if _is_module(root):
                     state.patch_module(root, "")
                 result = state.rebind(function)(*args, **kwargs)
@@ -254,8 +277,10 @@ class Tracer:
             raise GraphCaptureError(f"{error} (at {raise_location(error)})") from error
         finally:
             ACTIVE_TRACER.reset(token)
+            self._torch_mode = None
         self._erase_unused_attrs()
-        self.graph.lint()
+        if lint_enabled():
+            self.graph.lint()
         return GraphModule(self.attrs, self.graph)
 
     def _signature_inputs(self, function: Callable[..., Any]) -> Tuple[tuple, dict]:
@@ -311,8 +336,25 @@ class Tracer:
                 self.graph.erase_node(node)
 
 
+#: Leaf types that hold no proxy and no tensor (checked by exact type on hot paths).
+_PLAIN = frozenset({int, float, bool, str, complex, type(None)})
+
+
 def _examples(value: Any) -> Any:
     """``value`` with proxies replaced by their example values (MISSING if any is unknown)."""
+    cls = type(value)
+    if cls is Proxy:
+        return value.example
+    if cls is tuple or cls is dict:  # the hot path: one level of proxies and scalars
+        items = value.values() if cls is dict else value
+        out = []
+        for item in items:
+            kind = type(item)
+            found = item.example if kind is Proxy else item if kind in _PLAIN else _examples(item)
+            if found is MISSING:
+                return MISSING
+            out.append(found)
+        return tuple(out) if cls is tuple else dict(zip(value, out))
     if isinstance(value, Proxy):
         return value.example
     if isinstance(value, (tuple, list)):

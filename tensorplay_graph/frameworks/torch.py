@@ -156,6 +156,25 @@ def random_mode(tracer: Any) -> _RandomCallMode:
     return _RandomCallMode(tracer)
 
 
+def pause_mode(mode: Any) -> bool:
+    """Take ``mode`` off the top of torch's function-mode stack; False if it is not on top.
+
+    While capture computes an example value and reads its metadata the random
+    mode would pass every call through unchanged (a real draw), yet each tensor
+    call and attribute read would still pay a Python ``__torch_function__`` round
+    trip (~5 per captured node). :func:`resume_mode` puts it back.
+    """
+    depth = torch._C._len_torch_function_stack()
+    if depth and torch._C._get_function_stack_at(depth - 1) is mode:
+        torch._C._pop_torch_function_stack()
+        return True
+    return False
+
+
+def resume_mode(mode: Any) -> None:
+    torch._C._push_on_torch_function_stack(mode)
+
+
 @contextmanager
 def fork_rng() -> Iterator[None]:
     """Restore torch's CPU (and initialised CUDA) random state on exit."""
