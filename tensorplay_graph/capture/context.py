@@ -13,7 +13,7 @@ import linecache
 import os
 import sys
 from contextvars import ContextVar
-from typing import Any, Callable, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from ..errors import GraphCaptureError
 
@@ -44,6 +44,9 @@ def iter_proxies(value: Any) -> Iterator[Any]:
         yield from iter_proxies(value.step)
 
 
+_proxy_type: list = [None]
+
+
 def _flat_proxies(values: Any, proxy_type: type) -> Iterator[Any]:
     """``iter_proxies(values)`` for ``(args, kwargs)``-shaped values, flat levels walked inline."""
     # The hot path of capture: one level of args (and kwargs) holding proxies and scalars.
@@ -61,10 +64,12 @@ def _flat_proxies(values: Any, proxy_type: type) -> Iterator[Any]:
 
 def tracer_of(*values: Any) -> Any:
     """The tracer owning the proxies inside ``values`` (None when there are none)."""
-    from .proxy import Proxy
-
+    proxy_type = _proxy_type[0]
+    if proxy_type is None:  # proxy.py imports this module: bound on first use
+        from .proxy import Proxy
+        proxy_type = _proxy_type[0] = Proxy
     tracer = None
-    for proxy in _flat_proxies(values, Proxy):
+    for proxy in _flat_proxies(values, proxy_type):
         if tracer is None:
             tracer = proxy.tracer
         elif proxy.tracer is not tracer:
@@ -144,12 +149,36 @@ def user_frame(frame: Optional[Any] = None) -> Optional[Any]:
     return None
 
 
+#: id(code object) -> (the code object, kept so the id stays its own; ``(filename, name)``
+#: for the user's code, ``None`` for library code). Keyed by id: code objects compare
+#: equal across files. Valid for one ``_framework_dirs()`` answer (asked once per node).
+_code_verdicts: Dict[int, Tuple[Any, Optional[Tuple[str, str]]]] = {}
+_verdicts_for: list = [None]
+
+
 def user_location() -> str:
     """``"file:line in fn"`` of the user's call site ("<unknown>" if none is found)."""
-    frame = user_frame()
-    if frame is None:
-        return "<unknown>"
-    return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
+    skip = _framework_dirs()
+    verdicts = _code_verdicts
+    if _verdicts_for[0] is not skip:
+        verdicts.clear()
+        _verdicts_for[0] = skip
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        try:
+            verdict = verdicts[id(code)][1]
+        except KeyError:
+            filename = code.co_filename
+            library = filename.startswith(skip) or filename.startswith("<frozen")
+            verdict = None if library else (filename, code.co_name)
+            if len(verdicts) > 4096:  # programs made of fresh code objects (exec)
+                verdicts.clear()
+            verdicts[id(code)] = (code, verdict)
+        if verdict is not None:
+            return f"{verdict[0]}:{frame.f_lineno} in {verdict[1]}"
+        frame = frame.f_back
+    return "<unknown>"
 
 
 def user_source_line(frame: Optional[Any] = None) -> str:

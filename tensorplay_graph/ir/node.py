@@ -90,6 +90,32 @@ def _freeze(a: Any) -> Any:
     return a
 
 
+_PLAIN = frozenset({int, float, bool, str, complex, type(None)})
+
+
+def _freeze_collect(a: Any, found: Dict["Node", None]) -> Any:
+    """``_freeze(a)``, adding every Node inside to ``found``: one walk, flat args inline."""
+    cls = type(a)
+    if cls is Node:
+        found[a] = None
+        return a
+    if cls is tuple:
+        out = []
+        for elem in a:
+            kind = type(elem)
+            if kind is Node:
+                found[elem] = None
+            elif kind not in _PLAIN:
+                elem = _freeze_collect(elem, found)
+            out.append(elem)
+        return tuple(out)
+    if cls in _PLAIN:
+        return a
+    frozen = _freeze(a)
+    _collect_nodes(frozen, found)
+    return frozen
+
+
 def _collect_nodes(a: Any, found: Dict["Node", None]) -> None:
     if isinstance(a, Node):
         found.setdefault(a)
@@ -258,16 +284,14 @@ class Node:
         self.kwargs = kwargs
 
     def _update_args_kwargs(self, args: Any, kwargs: Any) -> None:
-        new_args = _freeze(tuple(args))
-        new_kwargs = _freeze(dict(kwargs or {}))
         found: Dict[Node, None] = {}
-        _collect_nodes(new_args, found)
-        _collect_nodes(new_kwargs, found)
+        new_args = _freeze_collect(args if type(args) is tuple else tuple(args), found)
+        new_kwargs = _freeze_collect(dict(kwargs), found) if kwargs else ImmutableDict()
         for old in self._input_nodes:
             if old not in found:
                 old.users.pop(self, None)
         for new in found:
-            new.users.setdefault(self)
+            new.users[self] = None
         self._args, self._kwargs, self._input_nodes = new_args, new_kwargs, found
         if self._op != "root":
             self.graph._mutated()
