@@ -221,9 +221,14 @@ def _common_dtype(node, prim, framework: str) -> str:
                        framework=framework)
 
 
+_OPERANDS: list = []
+
+
 def _operands() -> tuple:
-    from ..prims.pointwise import OPERANDS
-    return OPERANDS
+    if not _OPERANDS:  # bound on first use (asked per rendered operand)
+        from ..prims.pointwise import OPERANDS
+        _OPERANDS.append(OPERANDS)
+    return _OPERANDS[0]
 
 
 def _convert(name: str, raw: Any, text: Any, common: str, prim, framework: str) -> Any:

@@ -17,6 +17,8 @@ key                 written by                     value
 ``region``          ``partition``                  region id (``int``)
 ``backend``         ``partition``                  name of the claiming backend (``str``)
 ``declined``        ``barriers`` / ``partition``   ``dict`` backend name -> reason
+``claim``           ``barriers`` (``partition``    ``(backends, name, declined)``: the first
+                    reads and removes it)          backend whose ``supports`` said yes
 ``kernel``          ``lower``                      the compiled ``Kernel`` of a lowered node
 ``subgraph``        ``lower``                      ``RegionGraph``: the region; ``.graph()`` builds its ``Graph``
 ``type``            ``Graph.create_node``          its ``type_expr`` argument (an annotation)

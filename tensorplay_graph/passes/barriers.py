@@ -121,6 +121,8 @@ def _unsupported(node, prim, backends: Sequence) -> Optional[Barrier]:
     for backend in backends:
         reason = backend.supports(node)
         if reason is None:
+            # partition asks the same backends the same question: it reads this instead.
+            node.meta["claim"] = (tuple(backends), backend.name, declined)
             return None
         declined[backend.name] = str(reason)
     node.meta["declined"] = declined
@@ -140,6 +142,7 @@ def barriers(gm, backends: Sequence = ()) -> Any:
     resolved = resolve_backends(backends)
     for node in gm.graph.nodes:
         node.meta.pop("declined", None)
+        node.meta.pop("claim", None)
         barrier = barrier_of(node, resolved)
         if barrier is None:
             node.meta.pop("barrier", None)
