@@ -82,8 +82,30 @@ def device_type(value: Any) -> Optional[str]:
     return value.device.type
 
 
+#: (tensor type, shape, stride, dtype, device, requires_grad) -> its TensorMeta. Capture
+#: asks once per node and programs repeat a few layouts; a TensorMeta is immutable.
+_INTERNED: dict = {}
+
+
 def tensor_meta(value: Any) -> TensorMeta:
     """The ``TensorMeta`` of a real TensorPlay or torch tensor."""
+    try:
+        key = (type(value), value.shape, value.stride(), value.dtype, value.device,
+               value.requires_grad)
+        return _INTERNED[key]
+    except KeyError:
+        pass
+    except (TypeError, AttributeError, RuntimeError):  # symbolic sizes are unhashable
+        key = None
+    meta = _tensor_meta(value)
+    if key is not None:
+        if len(_INTERNED) >= 4096:
+            _INTERNED.clear()
+        _INTERNED[key] = meta
+    return meta
+
+
+def _tensor_meta(value: Any) -> TensorMeta:
     # int() raises on symbolic sizes (the importers rely on it): no static meta for those.
     return TensorMeta.of_ints(tuple(map(int, value.shape)), _name(value.dtype, True),
                               _name(value.device, False), tuple(map(int, value.stride())),

@@ -53,6 +53,10 @@ class ImmutableDict(dict):
         return (ImmutableDict, (dict(self),))
 
 
+#: The empty kwargs every node without keywords shares (immutable, so sharing is safe).
+_NO_KWARGS = ImmutableDict()
+
+
 def map_aggregate(a: Any, fn: Callable[[Any], Any]) -> Any:
     """Apply ``fn`` to every leaf of a nested tuple/list/dict/slice structure.
 
@@ -175,15 +179,21 @@ class Node:
         self._name = name
         self._op = op
         self._target = target
-        self._args: Tuple[Any, ...] = ()
-        self._kwargs: Dict[str, Any] = ImmutableDict()
-        self._input_nodes: Dict[Node, None] = {}
         self.users: Dict[Node, None] = {}
         self.meta: Dict[str, Any] = {}
         self._prev: Node = self
         self._next: Node = self
         self._erased = False
-        self._update_args_kwargs(args, kwargs)
+        # _update_args_kwargs for a node nothing reads yet (one per captured op); inserting
+        # the node is what changes the graph.
+        found: Dict[Node, None] = {}
+        self._args: Tuple[Any, ...] = _freeze_collect(
+            args if type(args) is tuple else tuple(args), found)
+        self._kwargs: Dict[str, Any] = _freeze_collect(dict(kwargs), found) if kwargs \
+            else _NO_KWARGS
+        self._input_nodes: Dict[Node, None] = found
+        for new in found:
+            new.users[self] = None
 
     # -- identity -------------------------------------------------------------
     @property
@@ -286,7 +296,7 @@ class Node:
     def _update_args_kwargs(self, args: Any, kwargs: Any) -> None:
         found: Dict[Node, None] = {}
         new_args = _freeze_collect(args if type(args) is tuple else tuple(args), found)
-        new_kwargs = _freeze_collect(dict(kwargs), found) if kwargs else ImmutableDict()
+        new_kwargs = _freeze_collect(dict(kwargs), found) if kwargs else _NO_KWARGS
         for old in self._input_nodes:
             if old not in found:
                 old.users.pop(self, None)
