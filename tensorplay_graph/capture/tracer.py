@@ -92,7 +92,7 @@ class Tracer:
         ``None`` replays the node itself, :data:`NO_EXAMPLE` leaves it unknown.
         """
         node = self.graph.create_node(kind, target, self._to_node_args(args),
-                                      self._to_node_args(kwargs))
+                                      self._to_node_args(kwargs) if kwargs else None)
         if not self.private_examples and is_inplace(node):
             raise _RetraceWithPrivateExamples()
         node.meta["stack"] = user_location()
@@ -180,7 +180,8 @@ class Tracer:
                  kwargs: Dict[str, Any], example_fn: Any) -> Any:
         if example_fn is NO_EXAMPLE:
             return MISSING
-        example_args, example_kwargs = _examples(args), _examples(kwargs)
+        example_args = _examples(args)
+        example_kwargs = _examples(kwargs) if kwargs else {}
         if example_args is MISSING or example_kwargs is MISSING:
             return MISSING
         self.computing_example += 1
