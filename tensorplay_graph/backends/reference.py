@@ -27,6 +27,7 @@ import numpy as np
 
 from ..frameworks import framework_of
 from ..ir.meta import FLOATING_DTYPES, INTEGER_DTYPES, TensorMeta
+from ..ir.node import map_arg
 from ..prims.reference_math import opmath
 from ..prims.rules import framework_rules, is_scalar, result_type, scalar_out_of_range
 from .base import Kernel, Region
@@ -248,8 +249,6 @@ def _convert(name: str, raw: Any, text: Any, common: str, prim, framework: str) 
 
 
 def _render_node(node, names: Dict[Any, str], framework: str = "torch") -> str:
-    from ..ir.node import map_arg
-
     prim = node.meta["prim"]
     raw = node.meta["prim_args"]
     args = map_arg(raw, lambda n: names[n])

@@ -139,7 +139,7 @@ def barriers(gm, backends: Sequence = ()) -> Any:
     """
     from ..backends.registry import resolve_backends
 
-    resolved = resolve_backends(backends)
+    resolved = tuple(resolve_backends(backends))  # a tuple: meta["claim"] shares it
     for node in gm.graph.nodes:
         node.meta.pop("declined", None)
         node.meta.pop("claim", None)

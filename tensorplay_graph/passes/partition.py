@@ -21,6 +21,7 @@ search: the bound is conservative (it may refuse a legal merge), never wrong.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Hashable, Iterable, List, Optional, Sequence
 
@@ -163,7 +164,7 @@ def _claim(node, backends, declined_out: Dict[str, str]) -> Optional[str]:
     """
     cached = node.meta.pop("claim", None)
     if cached is not None and len(cached[0]) == len(backends) and \
-            all(a is b for a, b in zip(cached[0], backends)):
+            all(map(operator.is_, cached[0], backends)):
         declined_out.update(cached[2])
         return cached[1]
     for backend in backends:
