@@ -151,3 +151,22 @@ def test_stack_names_the_user_line_of_every_node():
     mul_line = inspect.getsourcelines(helper)[1] + 1
     assert lines["relu"] == f"{__file__}:{relu_line} in fn"
     assert lines["mul"] == f"{__file__}:{mul_line} in helper"
+
+
+def test_inplace_spelling_is_seen_after_the_same_target_out_of_place():
+    """Capture remembers in-place verdicts per target; a later in-place spelling of that
+    target (``inplace=True`` by position, ``out=``) must still be seen: the caller's
+    tensors stay untouched and the graph computes what eager computes."""
+    relu = torch.nn.functional.relu
+
+    def fn(x, out):
+        y = relu(x) + torch.add(x, 1)  # plain calls: verdicts remembered
+        relu(x, True)                   # same target, in place by position
+        torch.add(y, 2, out=out)        # same target, writes into `out`
+        return y + x + out
+
+    x, out = torch.randn(8), torch.zeros(8)
+    x_before, out_before = x.clone(), out.clone()
+    gm = tpg.capture(fn, x, out)
+    assert torch.equal(x, x_before) and torch.equal(out, out_before)
+    torch.testing.assert_close(gm(x.clone(), out.clone()), fn(x.clone(), out.clone()))

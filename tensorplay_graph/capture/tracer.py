@@ -81,6 +81,7 @@ class Tracer:
         self.output_spec: Any = None
         #: torch's random-call mode while a trace runs; paused around example computation.
         self._torch_mode: Any = None
+        self._inplace_by_target: Dict[Tuple[str, Any], bool] = {}
 
     # -- recording -------------------------------------------------------
 
@@ -93,7 +94,7 @@ class Tracer:
         """
         node = self.graph.create_node(kind, target, self._to_node_args(args),
                                       self._to_node_args(kwargs) if kwargs else None)
-        if not self.private_examples and is_inplace(node):
+        if not self.private_examples and self._writes_in_place(node, kind, target, args, kwargs):
             raise _RetraceWithPrivateExamples()
         node.meta["stack"] = user_location()
         mode = self._torch_mode
@@ -105,6 +106,24 @@ class Tracer:
             if paused:
                 self._resume_mode(mode)
         return Proxy(node, self, example)
+
+    def _writes_in_place(self, node: Any, kind: str, target: Any, args: tuple,
+                         kwargs: Dict[str, Any]) -> bool:
+        """``effects.is_inplace(node)``, remembered per target for plain calls.
+
+        Every spelling ``ir.effects`` reads is the target itself, a keyword (``out=``,
+        ``inplace=``) or a ``True`` passed by position; a call with no keywords and no
+        bool argument is decided by its target alone, so its verdict is reused.
+        """
+        if kwargs or any(type(arg) is bool for arg in args):
+            return is_inplace(node)
+        try:
+            return self._inplace_by_target[(kind, target)]
+        except KeyError:
+            verdict = self._inplace_by_target[(kind, target)] = is_inplace(node)
+            return verdict
+        except TypeError:  # unhashable target
+            return is_inplace(node)
 
     def proxy(self, node: Any, example: Any = MISSING) -> Proxy:
         """A proxy for an existing node."""
