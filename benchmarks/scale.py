@@ -18,8 +18,7 @@ on TensorPlay tensors, 2k and 20k ops each, then runs every pass (normalize,
 shape_prop, barriers, partition, lower with the reference backend, cleanup; lint
 off, as in production). It prints per-phase wall and CPU (``process_time``)
 seconds (best of 3 runs by CPU time), capture's cost per node and the 20k/2k
-ratio. Targets: 20k ops <= 4 s,
-ratio <= 12, capture <= 20 us/node.
+ratio. Targets: 20k ops <= 4 s, ratio <= 12, capture <= 20 us/node.
 
 Run: ``.venv/bin/python benchmarks/scale.py [--sizes 1000 10000 100000]``
      ``.venv/bin/python benchmarks/scale.py --captured [--ops 2000 20000]``
