@@ -124,10 +124,11 @@ _dirs_cache: list = [None, None]  # [(tensorplay module, torch module), their di
 def _framework_dirs() -> Tuple[str, ...]:
     """Directories of the imported frameworks: their frames are never the user's call site."""
     # Asked once per captured node: cached until a framework is (un)imported.
-    key = (sys.modules.get("tensorplay"), sys.modules.get("torch"))
-    cached = _dirs_cache
-    if cached[0] is not None and cached[0][0] is key[0] and cached[0][1] is key[1]:
+    cached, modules = _dirs_cache, sys.modules
+    if cached[0] is not None and cached[0][0] is modules.get("tensorplay") and \
+            cached[0][1] is modules.get("torch"):
         return cached[1]
+    key = (modules.get("tensorplay"), modules.get("torch"))
     dirs = list(_LIBRARY_DIRS)
     for module in key:
         path = getattr(module, "__file__", None)
@@ -149,10 +150,11 @@ def user_frame(frame: Optional[Any] = None) -> Optional[Any]:
     return None
 
 
-#: id(code object) -> (the code object, kept so the id stays its own; ``(filename, name)``
-#: for the user's code, ``None`` for library code). Keyed by id: code objects compare
-#: equal across files. Valid for one ``_framework_dirs()`` answer (asked once per node).
-_code_verdicts: Dict[int, Tuple[Any, Optional[Tuple[str, str]]]] = {}
+#: id(code object) -> (the code object, kept so the id stays its own; for the user's code
+#: a dict bytecode offset -> ``"file:line in fn"``, for library code ``None``). Keyed by
+#: id: code objects compare equal across files. Valid for one ``_framework_dirs()``
+#: answer. Capture asks once per node, mostly from the same few lines (loops, layers).
+_code_verdicts: Dict[int, Tuple[Any, Optional[Dict[int, str]]]] = {}
 _verdicts_for: list = [None]
 
 
@@ -167,16 +169,20 @@ def user_location() -> str:
     while frame is not None:
         code = frame.f_code
         try:
-            verdict = verdicts[id(code)][1]
+            lines = verdicts[id(code)][1]
         except KeyError:
             filename = code.co_filename
             library = filename.startswith(skip) or filename.startswith("<frozen")
-            verdict = None if library else (filename, code.co_name)
+            lines = None if library else {}
             if len(verdicts) > 4096:  # programs made of fresh code objects (exec)
                 verdicts.clear()
-            verdicts[id(code)] = (code, verdict)
-        if verdict is not None:
-            return f"{verdict[0]}:{frame.f_lineno} in {verdict[1]}"
+            verdicts[id(code)] = (code, lines)
+        if lines is not None:
+            where = lines.get(frame.f_lasti)
+            if where is None:
+                where = lines[frame.f_lasti] = \
+                    f"{code.co_filename}:{frame.f_lineno} in {code.co_name}"
+            return where
         frame = frame.f_back
     return "<unknown>"
 
