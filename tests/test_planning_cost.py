@@ -170,3 +170,20 @@ def test_inplace_spelling_is_seen_after_the_same_target_out_of_place():
     gm = tpg.capture(fn, x, out)
     assert torch.equal(x, x_before) and torch.equal(out, out_before)
     torch.testing.assert_close(gm(x.clone(), out.clone()), fn(x.clone(), out.clone()))
+
+
+def test_graph_framework_is_remembered_until_the_graph_changes():
+    from tensorplay_graph.passes.normalize import graph_framework
+
+    def tensorplay_function(x):
+        return x
+
+    tensorplay_function.__module__ = "tensorplay.functional"
+    g = Graph()
+    x = g.placeholder("x")
+    y = g.call_function(operator.add, (x, 1))
+    assert graph_framework(g) == "torch"  # operators only: torch by default
+    assert graph_framework(g) == "torch"  # remembered
+    with g.inserting_before(y):
+        g.call_function(tensorplay_function, (x,))
+    assert graph_framework(g) == "tensorplay"  # an edit forgets the answer

@@ -33,7 +33,20 @@ def graph_framework(graph: Any) -> str:
 
     Taken from the first placeholder carrying an example value (``meta["val"]``),
     else from the first call target defined in a TensorPlay module; torch otherwise.
+    Remembered until the graph changes: backends ask once per region, and a graph of
+    ``operator`` calls only is scanned to its end each time.
     """
+    version = getattr(graph, "_version", None)
+    memo = getattr(graph, "_framework_memo", None)
+    if memo is not None and version is not None and memo[0] == version:
+        return memo[1]
+    found = _scan_framework(graph)
+    if version is not None:
+        graph._framework_memo = (version, found)
+    return found
+
+
+def _scan_framework(graph: Any) -> str:
     for node in graph.nodes:
         if node.op == "placeholder":
             framework = framework_of(node.meta.get("val"))
