@@ -10,7 +10,18 @@ the partition step, torch.fx's ``CapabilityBasedPartitioner`` on the same graph
 shape (1k, 2k, 4k nodes by default; 10k did not finish in 400 s) next to
 our ``partition`` pass.
 
+``--captured`` (the issue-11 target) instead CAPTURES real programs -- a Python
+function applying a chain of pointwise ops (operators, framework functions,
+tensor methods) to 8x8 float32 tensors, with a registered custom op (a barrier,
+``custom_op`` + ``register_fake``) every 50th op -- once on torch tensors and once
+on TensorPlay tensors, 2k and 20k ops each, then runs every pass (normalize,
+shape_prop, barriers, partition, lower with the reference backend, cleanup; lint
+off, as in production). It prints per-phase wall and CPU (``process_time``)
+seconds (best of 3 interleaved rounds by CPU time), capture's cost per node and the
+20k/2k ratio. Targets: 20k ops <= 4 s, ratio <= 12, capture <= 20 us/node.
+
 Run: ``.venv/bin/python benchmarks/scale.py [--sizes 1000 10000 100000]``
+     ``.venv/bin/python benchmarks/scale.py --captured [--ops 2000 20000]``
 """
 
 from __future__ import annotations
@@ -35,7 +46,103 @@ def opaque(a: torch.Tensor) -> torch.Tensor:
     return a.clone()
 
 
-opaque.register_fake(lambda a: torch.empty_like(a))
+opaque.register_fake(lambda a: a.new_empty(a.shape))  # torch and TensorPlay tensors
+
+
+CAPTURED_BARRIER_EVERY = 50
+
+
+def _steps(framework: str) -> list:
+    """The pointwise ops the captured program cycles through (each reads x, maybe y)."""
+    if framework == "torch":
+        lib = torch
+    else:
+        import tensorplay as lib
+    return [
+        lambda x, y: x + y,
+        lambda x, y: x * 0.5,
+        lambda x, y: lib.tanh(x),
+        lambda x, y: x.sigmoid(),
+        lambda x, y: x - y,
+        lambda x, y: lib.relu(x),
+        lambda x, y: x * y,
+        lambda x, y: x.neg(),
+    ]
+
+
+def captured_program(ops: int, framework: str):
+    """A Python function of ``ops`` ops: pointwise steps, a custom op every 50th."""
+    steps = _steps(framework)
+
+    def program(x, y):
+        for i in range(ops):
+            if i % CAPTURED_BARRIER_EVERY == CAPTURED_BARRIER_EVERY - 1:
+                x = opaque(x)
+            else:
+                x = steps[i % len(steps)](x, y)
+        return x
+
+    return program
+
+
+def _inputs(framework: str) -> tuple:
+    if framework == "torch":
+        return torch.randn(8, 8), torch.randn(8, 8)
+    import tensorplay as tp
+    return tp.randn(8, 8), tp.randn(8, 8)
+
+
+def time_captured(ops: int, framework: str) -> dict:
+    """Per-phase (wall, cpu) seconds of capture + every pass on the captured program."""
+    from tensorplay_graph.capture import capture
+
+    program, inputs = captured_program(ops, framework), _inputs(framework)
+    gc.collect()
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    gm = capture(program, *inputs)
+    phases = {"capture": (time.perf_counter() - wall0, time.process_time() - cpu0)}
+    nodes = len(gm.graph)
+    gc.disable()  # as PassManager does while the passes run
+    for name, fn in build_passes(inputs, ["reference"]):
+        wall, cpu = time.perf_counter(), time.process_time()
+        gm = fn(gm) or gm
+        phases[name] = (time.perf_counter() - wall, time.process_time() - cpu)
+    wall, cpu = time.perf_counter(), time.process_time()
+    gm.recompile()
+    phases["recompile"] = (time.perf_counter() - wall, time.process_time() - cpu)
+    gc.enable()
+    phases["total"] = (time.perf_counter() - wall0, time.process_time() - cpu0)
+    return {"nodes": nodes, "phases": phases}
+
+
+def main_captured(op_counts: list, rounds: int = 3) -> None:
+    time_captured(200, "torch")  # warm prim tables, the op registry, the reference cache
+    time_captured(200, "tensorplay")
+    for framework in ("torch", "tensorplay"):
+        # Sizes interleave in every round, so a load spike on the shared machine hits
+        # them alike; per size the round with the least CPU time is reported.
+        runs: dict = {ops: [] for ops in op_counts}
+        for _ in range(rounds):
+            for ops in op_counts:
+                runs[ops].append(time_captured(ops, framework))
+        totals = {}
+        for ops in op_counts:
+            best = min(runs[ops], key=lambda r: r["phases"]["total"][1])
+            totals[ops] = best["phases"]["total"]
+            nodes = best["nodes"]
+            capture_wall, capture_cpu = best["phases"]["capture"]
+            passes = "  ".join(f"{k} {w:.3f}/{c:.3f}" for k, (w, c) in best["phases"].items()
+                               if k not in ("total", "capture"))
+            print(f"{framework:>10} {ops:>6} ops ({nodes} nodes): total wall {totals[ops][0]:.3f} s"
+                  f" cpu {totals[ops][1]:.3f} s | capture {capture_wall:.3f}/{capture_cpu:.3f} s "
+                  f"({capture_cpu / nodes * 1e6:.1f} us/node cpu) | {passes}  (wall/cpu s)",
+                  flush=True)
+        for small, big in zip(op_counts, op_counts[1:]):
+            paired = sorted(b["phases"]["total"][1] / a["phases"]["total"][1]
+                            for a, b in zip(runs[small], runs[big]))
+            print(f"{framework:>10} ratio {big}/{small}: wall {totals[big][0] / totals[small][0]:.2f}"
+                  f" cpu {totals[big][1] / totals[small][1]:.2f}, median of the rounds' cpu "
+                  f"ratios {paired[len(paired) // 2]:.2f} (linear: {big / small:.0f})")
 
 
 def build(n: int) -> GraphModule:
@@ -130,7 +237,13 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     # torch.fx's partitioner grows ~quadratically: 10k nodes did not finish in 400 s here.
     parser.add_argument("--fx-sizes", type=int, nargs="*", default=[1000, 2000, 4000])
+    parser.add_argument("--captured", action="store_true",
+                        help="capture real torch / TensorPlay programs, then plan them")
+    parser.add_argument("--ops", type=int, nargs="+", default=[2000, 20000])
     args = parser.parse_args()
+    if args.captured:
+        main_captured(args.ops)
+        return
     time_pipeline(200)  # warm prim tables and the reference kernel cache
     times = {}
     for n in args.sizes:

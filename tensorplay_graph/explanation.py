@@ -171,7 +171,7 @@ def explain(fn: Any, *example_inputs: Any,
     if device is not None:
         passes.append(("assume_device", lambda g: _relabel_device(g, device)))
     passes += [("barriers", lambda g: barriers(g, usable)), ("partition", plan_partition)]
-    manager = PassManager(passes, lint=True, debug_dir=debug_dir)
+    manager = PassManager(passes, debug_dir=debug_dir)  # lints in debug / test mode
     gm = manager(gm)
 
     report = Explanation(graph_module=gm, backends=[b.name for b in usable],

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..frameworks import framework_of
 from ..ir.meta import FLOATING_DTYPES, INTEGER_DTYPES, TensorMeta
+from ..ir.node import map_arg
 from ..prims.reference_math import opmath
 from ..prims.rules import framework_rules, is_scalar, result_type, scalar_out_of_range
 from .base import Kernel, Region
@@ -221,9 +222,14 @@ def _common_dtype(node, prim, framework: str) -> str:
                        framework=framework)
 
 
+_OPERANDS: list = []
+
+
 def _operands() -> tuple:
-    from ..prims.pointwise import OPERANDS
-    return OPERANDS
+    if not _OPERANDS:  # bound on first use (asked per rendered operand)
+        from ..prims.pointwise import OPERANDS
+        _OPERANDS.append(OPERANDS)
+    return _OPERANDS[0]
 
 
 def _convert(name: str, raw: Any, text: Any, common: str, prim, framework: str) -> Any:
@@ -243,8 +249,6 @@ def _convert(name: str, raw: Any, text: Any, common: str, prim, framework: str) 
 
 
 def _render_node(node, names: Dict[Any, str], framework: str = "torch") -> str:
-    from ..ir.node import map_arg
-
     prim = node.meta["prim"]
     raw = node.meta["prim_args"]
     args = map_arg(raw, lambda n: names[n])

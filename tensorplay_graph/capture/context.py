@@ -15,7 +15,7 @@ import os
 import sys
 import types
 from contextvars import ContextVar
-from typing import Any, Callable, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from ..errors import GraphCaptureError
 
@@ -46,10 +46,32 @@ def iter_proxies(value: Any) -> Iterator[Any]:
         yield from iter_proxies(value.step)
 
 
+_proxy_type: list = [None]
+
+
+def _flat_proxies(values: Any, proxy_type: type) -> Iterator[Any]:
+    """``iter_proxies(values)`` for ``(args, kwargs)``-shaped values, flat levels walked inline."""
+    # The hot path of capture: one level of args (and kwargs) holding proxies and scalars.
+    for value in values:
+        items = value.values() if type(value) is dict else value
+        if type(items) not in (tuple, list, type({}.values())):
+            yield from iter_proxies(value)
+            continue
+        for item in items:
+            if type(item) is proxy_type:
+                yield item
+            elif isinstance(item, (tuple, list, dict, slice, proxy_type)):
+                yield from iter_proxies(item)
+
+
 def tracer_of(*values: Any) -> Any:
     """The tracer owning the proxies inside ``values`` (None when there are none)."""
+    proxy_type = _proxy_type[0]
+    if proxy_type is None:  # proxy.py imports this module: bound on first use
+        from .proxy import Proxy
+        proxy_type = _proxy_type[0] = Proxy
     tracer = None
-    for proxy in iter_proxies(values):
+    for proxy in _flat_proxies(values, proxy_type):
         if tracer is None:
             tracer = proxy.tracer
         elif proxy.tracer is not tracer:
@@ -214,15 +236,24 @@ _LIBRARY_DIRS = (os.path.join(_CAPTURE_DIR, ""), os.path.join(_PACKAGE_DIR, "fra
                  os.path.join(_PACKAGE_DIR, "library", ""))
 
 
+_dirs_cache: list = [None, None]  # [(tensorplay module, torch module), their dirs]
+
+
 def _framework_dirs() -> Tuple[str, ...]:
     """Directories of the imported frameworks: their frames are never the user's call site."""
+    # Asked once per captured node: cached until a framework is (un)imported.
+    cached, modules = _dirs_cache, sys.modules
+    if cached[0] is not None and cached[0][0] is modules.get("tensorplay") and \
+            cached[0][1] is modules.get("torch"):
+        return cached[1]
+    key = (modules.get("tensorplay"), modules.get("torch"))
     dirs = list(_LIBRARY_DIRS)
-    for name in ("tensorplay", "torch"):
-        module = sys.modules.get(name)
+    for module in key:
         path = getattr(module, "__file__", None)
         if path:
             dirs.append(os.path.join(os.path.dirname(os.path.abspath(path)), ""))
-    return tuple(dirs)
+    cached[0], cached[1] = key, tuple(dirs)
+    return cached[1]
 
 
 def user_frame(frame: Optional[Any] = None) -> Optional[Any]:
@@ -237,12 +268,41 @@ def user_frame(frame: Optional[Any] = None) -> Optional[Any]:
     return None
 
 
+#: id(code object) -> (the code object, kept so the id stays its own; for the user's code
+#: a dict bytecode offset -> ``"file:line in fn"``, for library code ``None``). Keyed by
+#: id: code objects compare equal across files. Valid for one ``_framework_dirs()``
+#: answer. Capture asks once per node, mostly from the same few lines (loops, layers).
+_code_verdicts: Dict[int, Tuple[Any, Optional[Dict[int, str]]]] = {}
+_verdicts_for: list = [None]
+
+
 def user_location() -> str:
     """``"file:line in fn"`` of the user's call site ("<unknown>" if none is found)."""
-    frame = user_frame()
-    if frame is None:
-        return "<unknown>"
-    return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
+    skip = _framework_dirs()
+    verdicts = _code_verdicts
+    if _verdicts_for[0] is not skip:
+        verdicts.clear()
+        _verdicts_for[0] = skip
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        try:
+            lines = verdicts[id(code)][1]
+        except KeyError:
+            filename = code.co_filename
+            library = filename.startswith(skip) or filename.startswith("<frozen")
+            lines = None if library else {}
+            if len(verdicts) > 4096:  # programs made of fresh code objects (exec)
+                verdicts.clear()
+            verdicts[id(code)] = (code, lines)
+        if lines is not None:
+            where = lines.get(frame.f_lasti)
+            if where is None:
+                where = lines[frame.f_lasti] = \
+                    f"{code.co_filename}:{frame.f_lineno} in {code.co_name}"
+            return where
+        frame = frame.f_back
+    return "<unknown>"
 
 
 def user_source_line(frame: Optional[Any] = None) -> str:

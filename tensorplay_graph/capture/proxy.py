@@ -72,15 +72,11 @@ class Proxy:
 
     @classmethod
     def __tensorplay_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        from ..frameworks import tensorplay as adapter
-
-        return _dispatch(adapter.resolve_function(func, args, kwargs or {}))
+        return _dispatch(_resolver("tensorplay")(func, args, kwargs or {}))
 
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        from ..frameworks import torch as adapter
-
-        return _dispatch(adapter.resolve_function(func, args, kwargs or {}))
+        return _dispatch(_resolver("torch")(func, args, kwargs or {}))
 
     # -- attributes and methods ------------------------------------------
 
@@ -183,6 +179,19 @@ def _data_error(proxy: Proxy, what: str) -> GraphCaptureError:
     return DataDependentError(
         f"{what} on traced tensor {proxy.node.name!r} at {user_source_line()} reads tensor data "
         f"into Python, which cannot be captured; {_WAY_OUT}")
+
+
+_RESOLVERS: dict = {}
+
+
+def _resolver(framework: str) -> Any:
+    """``frameworks.<framework>.resolve_function``, imported on first use (once per node)."""
+    found = _RESOLVERS.get(framework)
+    if found is None:
+        from ..frameworks import adapter
+
+        found = _RESOLVERS[framework] = adapter(framework).resolve_function
+    return found
 
 
 def _dispatch(resolved: Any) -> Any:

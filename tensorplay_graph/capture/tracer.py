@@ -15,6 +15,7 @@ through, so ``nn.Linear`` becomes one ``linear`` node. ``capture()`` is in
 
 from __future__ import annotations
 
+import gc
 import inspect
 import operator
 import sys
@@ -22,10 +23,12 @@ from contextlib import ExitStack
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import GraphCaptureError
-from ..frameworks import adapter, framework_of, is_tensor, private_copy, tensor_meta
+from ..frameworks import adapter, framework_of, is_tensor, private_copy
 from ..ir.effects import is_inplace
+from ..ir.lint import lint_enabled
 from ..ir.names import is_identifier, sanitize
 from .context import ACTIVE_TRACER, check_no_escape, raise_location, user_location
+from .examples import PLAIN as _PLAIN, examples as _examples, set_tensor_meta as _set_tensor_meta
 from .proxy import MISSING, Proxy
 from .printing import recording_print
 from .randomness import NOT_RANDOM, example_without_drawing
@@ -77,6 +80,9 @@ class Tracer:
         self.guards: list = []
         #: How to give the graph's plain output back its types (``structure.restore``).
         self.output_spec: Any = None
+        #: torch's random-call mode while a trace runs; paused around example computation.
+        self._torch_mode: Any = None
+        self._inplace_by_target: Dict[Tuple[str, Any], bool] = {}
 
     # -- recording -------------------------------------------------------
 
@@ -88,13 +94,37 @@ class Tracer:
         ``None`` replays the node itself, :data:`NO_EXAMPLE` leaves it unknown.
         """
         node = self.graph.create_node(kind, target, self._to_node_args(args),
-                                      self._to_node_args(kwargs))
-        if not self.private_examples and is_inplace(node):
+                                      self._to_node_args(kwargs) if kwargs else None)
+        if not self.private_examples and self._writes_in_place(node, kind, target, args, kwargs):
             raise _RetraceWithPrivateExamples()
         node.meta["stack"] = user_location()
-        example = self._example(node, kind, target, args, kwargs, example_fn)
-        _set_tensor_meta(node, example)
+        mode = self._torch_mode
+        paused = mode is not None and self._pause_mode(mode)
+        try:
+            example = self._example(node, kind, target, args, kwargs, example_fn)
+            _set_tensor_meta(node, example)
+        finally:
+            if paused:
+                self._resume_mode(mode)
         return Proxy(node, self, example)
+
+    def _writes_in_place(self, node: Any, kind: str, target: Any, args: tuple,
+                         kwargs: Dict[str, Any]) -> bool:
+        """``effects.is_inplace(node)``, remembered per target for plain calls.
+
+        Every spelling ``ir.effects`` reads is the target itself, a keyword (``out=``,
+        ``inplace=``) or a ``True`` passed by position; a call with no keywords and no
+        bool argument is decided by its target alone, so its verdict is reused.
+        """
+        if kwargs or any(type(arg) is bool for arg in args):
+            return is_inplace(node)
+        try:
+            return self._inplace_by_target[(kind, target)]
+        except KeyError:
+            verdict = self._inplace_by_target[(kind, target)] = is_inplace(node)
+            return verdict
+        except TypeError:  # unhashable target
+            return is_inplace(node)
 
     def proxy(self, node: Any, example: Any = MISSING) -> Proxy:
         """A proxy for an existing node."""
@@ -140,6 +170,17 @@ class Tracer:
 
     def _to_node_args(self, value: Any) -> Any:
         """Proxies -> their nodes, real tensors -> lifted constants, shape tuples -> plain tuples."""
+        cls = type(value)
+        if cls is Proxy:
+            return value.node
+        if cls is tuple or cls is dict:  # the hot path: one level of proxies and scalars
+            items = value.values() if cls is dict else value
+            out = []
+            for item in items:
+                kind = type(item)
+                out.append(item.node if kind is Proxy else
+                           item if kind in _PLAIN else self._to_node_args(item))
+            return tuple(out) if cls is tuple else dict(zip(value, out))
         if isinstance(value, Proxy):
             return value.node
         if isinstance(value, tuple):
@@ -159,7 +200,8 @@ class Tracer:
                  kwargs: Dict[str, Any], example_fn: Any) -> Any:
         if example_fn is NO_EXAMPLE:
             return MISSING
-        example_args, example_kwargs = _examples(args), _examples(kwargs)
+        example_args = _examples(args)
+        example_kwargs = _examples(kwargs) if kwargs else {}
         if example_args is MISSING or example_kwargs is MISSING:
             return MISSING
         # A random call's example draws nothing from the global stream (randomness.py).
@@ -211,6 +253,17 @@ class Tracer:
         return self._retrying(root, lambda function: self._call_inputs(function, args, kwargs))
 
     def _retrying(self, root: Any, inputs: Callable[[Any], Tuple[tuple, dict]]) -> Any:
+        # A trace allocates long-lived objects (nodes, metas, proxies) and frees few; cyclic
+        # GC sweeps over them find nothing and cost ~30% of capturing a 20k-node program.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._retrying_gc_off(root, inputs)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _retrying_gc_off(self, root: Any, inputs: Callable[[Any], Tuple[tuple, dict]]) -> Any:
         try:
             return self._trace(root, inputs)
         except _RetraceWithPrivateExamples:
@@ -244,7 +297,10 @@ class Tracer:
                         stack.enter_context(adapter(name).tracing(self, state.on_module_call))
                 if sys.modules.get("torch") is not None:
                     # ``torch.rand(3)`` holds no proxy: only a function mode sees it.
-                    stack.enter_context(adapter("torch").random_mode(self))
+                    torch_adapter = adapter("torch")
+                    self._torch_mode = stack.enter_context(torch_adapter.random_mode(self))
+                    self._pause_mode = torch_adapter.pause_mode
+                    self._resume_mode = torch_adapter.resume_mode
                 if _is_module(root):
                     state.patch_module(root, "")
                 result = state.rebind(function)(*args, **kwargs)
@@ -258,9 +314,11 @@ class Tracer:
             raise GraphCaptureError(f"{error} (at {raise_location(error)})") from error
         finally:
             ACTIVE_TRACER.reset(token)
+            self._torch_mode = None
         check_no_escape(function, root, result)
         self._erase_unused_attrs()
-        self.graph.lint()
+        if lint_enabled():
+            self.graph.lint()
         return GraphModule(self.attrs, self.graph)
 
     def _signature_inputs(self, function: Callable[..., Any]) -> Tuple[tuple, dict]:
@@ -316,26 +374,6 @@ class Tracer:
                 self.graph.erase_node(node)
 
 
-def _examples(value: Any) -> Any:
-    """``value`` with proxies replaced by their example values (MISSING if any is unknown)."""
-    if isinstance(value, Proxy):
-        return value.example
-    if isinstance(value, (tuple, list)):
-        items = [_examples(item) for item in value]
-        if any(item is MISSING for item in items):
-            return MISSING
-        if isinstance(value, list):
-            return items
-        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
-    if isinstance(value, dict):
-        items = {key: _examples(item) for key, item in value.items()}
-        return MISSING if any(item is MISSING for item in items.values()) else items
-    if isinstance(value, slice):
-        parts = [_examples(value.start), _examples(value.stop), _examples(value.step)]
-        return MISSING if any(part is MISSING for part in parts) else slice(*parts)
-    return value
-
-
 def _positional_names(function: Callable[..., Any], count: int) -> List[str]:
     """Names for the first ``count`` positional arguments of a call of ``function``."""
     try:
@@ -359,13 +397,3 @@ def _sanitized(qualname: str) -> str:
     # Submodule names need not be identifiers (nn.Sequential's "0"); the attribute
     # table is ours, so store them under identifier atoms ("0.weight" -> "_0.weight").
     return ".".join(atom if is_identifier(atom) else sanitize(atom) for atom in qualname.split("."))
-
-
-def _set_tensor_meta(node: Any, example: Any) -> None:
-    if example is MISSING:
-        return
-    if is_tensor(example):
-        node.meta["tensor_meta"] = tensor_meta(example)
-    elif isinstance(example, (tuple, list)) and any(is_tensor(item) for item in example):
-        node.meta["tensor_meta"] = tuple(tensor_meta(item) if is_tensor(item) else None
-                                         for item in example)

@@ -20,8 +20,24 @@ def _tensor_class(module_name: str) -> Optional[type]:
     return getattr(module, "Tensor", None) if module is not None else None
 
 
+#: type -> its framework (or None). Sound to keep: a type that existed before a
+#: framework was imported cannot subclass that framework's tensor.
+_BY_TYPE: dict = {}
+_UNSEEN = object()
+
+
 def framework_of(value: Any) -> Optional[str]:
     """``"tensorplay"``, ``"torch"`` or ``None`` for a non-tensor value."""
+    cls = type(value)
+    found = _BY_TYPE.get(cls, _UNSEEN)
+    if found is _UNSEEN:
+        found = _framework_of_type(value)
+        if len(_BY_TYPE) < 4096:  # bounded even for programs that make classes on the fly
+            _BY_TYPE[cls] = found
+    return found
+
+
+def _framework_of_type(value: Any) -> Optional[str]:
     tp_tensor = _tensor_class("tensorplay")
     if tp_tensor is not None and isinstance(value, tp_tensor):
         return "tensorplay"
@@ -36,10 +52,27 @@ def is_tensor(value: Any) -> bool:
     return framework_of(value) is not None
 
 
+#: (type, dtype or device) -> its string: asked once per captured node. Keyed by type too:
+#: one library's dtype never equals another's.
+_NAMES: dict = {}
+
+
+def _name(value: Any, last_atom: bool) -> str:
+    key = (type(value), value)
+    try:
+        return _NAMES[key]
+    except (KeyError, TypeError):
+        text = str(value).rsplit(".", 1)[-1] if last_atom else str(value)
+    try:
+        _NAMES[key] = text
+    except TypeError:  # unhashable: not cached
+        pass
+    return text
+
+
 def dtype_name(dtype: Any) -> str:
     """Canonical dtype string (``"float32"``) of a TensorPlay or torch dtype."""
-    text = str(dtype)
-    return text.rsplit(".", 1)[-1]
+    return _name(dtype, True)
 
 
 def device_type(value: Any) -> Optional[str]:
@@ -49,15 +82,34 @@ def device_type(value: Any) -> Optional[str]:
     return value.device.type
 
 
+#: (tensor type, shape, stride, dtype, device, requires_grad) -> its TensorMeta. Capture
+#: asks once per node and programs repeat a few layouts; a TensorMeta is immutable.
+_INTERNED: dict = {}
+
+
 def tensor_meta(value: Any) -> TensorMeta:
     """The ``TensorMeta`` of a real TensorPlay or torch tensor."""
-    return TensorMeta(
-        shape=tuple(value.shape),
-        dtype=dtype_name(value.dtype),
-        device=str(value.device),
-        stride=tuple(value.stride()),
-        requires_grad=bool(getattr(value, "requires_grad", False)),
-    )
+    try:
+        key = (type(value), value.shape, value.stride(), value.dtype, value.device,
+               value.requires_grad)
+        return _INTERNED[key]
+    except KeyError:
+        pass
+    except (TypeError, AttributeError, RuntimeError):  # symbolic sizes are unhashable
+        key = None
+    meta = _tensor_meta(value)
+    if key is not None:
+        if len(_INTERNED) >= 4096:
+            _INTERNED.clear()
+        _INTERNED[key] = meta
+    return meta
+
+
+def _tensor_meta(value: Any) -> TensorMeta:
+    # int() raises on symbolic sizes (the importers rely on it): no static meta for those.
+    return TensorMeta.of_ints(tuple(map(int, value.shape)), _name(value.dtype, True),
+                              _name(value.device, False), tuple(map(int, value.stride())),
+                              bool(getattr(value, "requires_grad", False)))
 
 
 def adapter(framework: str) -> ModuleType:

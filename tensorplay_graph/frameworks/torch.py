@@ -20,6 +20,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..capture import context
+from ..capture.proxy import Proxy
 from ..capture.randomness import record_random, should_record
 
 _DUNDER_OPERATORS = {
@@ -122,6 +123,9 @@ def random_functions() -> FrozenSet[Any]:
     return frozenset(fn for fn in found if callable(fn))
 
 
+_PROXY_ONLY = (Proxy,)
+
+
 class _RandomCallMode(TorchFunctionMode):
     """Records random calls that hold no proxy; every other call runs as it would.
 
@@ -139,6 +143,10 @@ class _RandomCallMode(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        if types == _PROXY_ONLY:
+            # A proxy is the only overloaded argument: its hook is what forwarding would
+            # reach, called directly (one torch argument parse per captured call, not two).
+            return Proxy.__torch_function__(func, types, args, kwargs)
         if func in random_functions() and should_record(self.tracer, args, kwargs):
             return record_random(self.tracer, func, args, kwargs)
         if getattr(func, "__name__", None) == "__getitem__":
@@ -154,6 +162,25 @@ class _RandomCallMode(TorchFunctionMode):
 def random_mode(tracer: Any) -> _RandomCallMode:
     """A context manager recording random torch calls without a proxy as nodes of ``tracer``."""
     return _RandomCallMode(tracer)
+
+
+def pause_mode(mode: Any) -> bool:
+    """Take ``mode`` off the top of torch's function-mode stack; False if it is not on top.
+
+    While capture computes an example value and reads its metadata the random
+    mode would pass every call through unchanged (a real draw), yet each tensor
+    call and attribute read would still pay a Python ``__torch_function__`` round
+    trip (~5 per captured node). :func:`resume_mode` puts it back.
+    """
+    depth = torch._C._len_torch_function_stack()
+    if depth and torch._C._get_function_stack_at(depth - 1) is mode:
+        torch._C._pop_torch_function_stack()
+        return True
+    return False
+
+
+def resume_mode(mode: Any) -> None:
+    torch._C._push_on_torch_function_stack(mode)
 
 
 @contextmanager

@@ -79,7 +79,9 @@ class Graph:
         self._root = Node(self, "", "root", "", (), {})
         self._len = 0
         self._namespace = Namespace(reserved=RESERVED_NAMES)
-        self._insert: Callable[[Node], None] = self._root.prepend
+        #: Appending at the end: the default insert point, linked inline by create_node.
+        self._append: Callable[[Node], None] = self._root.prepend
+        self._insert: Callable[[Node], None] = self._append
         self._version = 0
         self._owners: List[weakref.ref] = []  # GraphModules whose code is up to date
         self._owning_module: Optional[weakref.ref] = None
@@ -131,7 +133,13 @@ class Graph:
         node = Node(self, self._namespace.create_name(candidate), op, target, args or (), kwargs)
         if type_expr is not None:
             node.meta["type"] = type_expr
-        self._insert(node)
+        if self._insert is self._append:  # the common case (one per captured op), inline
+            root = self._root
+            last = root._prev
+            last._next, node._prev, node._next, root._prev = node, last, root, node
+            self._mutated()
+        else:
+            self._insert(node)
         self._len += 1
         return node
 
@@ -184,7 +192,7 @@ class Graph:
     def inserting_after(self, n: Optional[Node] = None) -> _InsertPoint:
         """Context manager: new nodes go just after ``n`` (the end when ``None``)."""
         if n is None:
-            return _InsertPoint(self, self._root.prepend)
+            return _InsertPoint(self, self._append)
         if n is not self._root:
             self._check_owned(n)
         cursor = [n]

@@ -9,15 +9,28 @@ Checked, in order of discovery:
 - users consistency: ``a in b.all_input_nodes`` exactly when ``b in a.users``;
 - exactly one ``output`` node, and it is the last node;
 - ``get_attr`` targets that exist on the owning GraphModule (when there is one).
+
+Capture and the pass pipeline lint only in debug / test mode (:func:`lint_enabled`):
+a full lint costs about as much as a planning pass, on every graph.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, Set
 
 from ..errors import GraphLintError
 from .names import is_identifier, is_safe_name
 from .node import OPCODES, Node, _collect_nodes
+
+
+def lint_enabled() -> bool:
+    """True when capture and the pass pipeline lint their graphs: ``TPG_LINT=1``.
+
+    Off by default (the test suite turns it on in ``tests/conftest.py``); a
+    ``debug_dir`` also turns it on for the pipeline. ``graph.lint()`` always runs.
+    """
+    return os.environ.get("TPG_LINT", "0") not in ("", "0")
 
 
 def _fail(node: Any, problem: str, fix: str) -> GraphLintError:

@@ -17,6 +17,8 @@ key                 written by                     value
 ``region``          ``partition``                  region id (``int``)
 ``backend``         ``partition``                  name of the claiming backend (``str``)
 ``declined``        ``barriers`` / ``partition``   ``dict`` backend name -> reason
+``claim``           ``barriers`` (``partition``    ``(backends, name, declined)``: the first
+                    reads and removes it)          backend whose ``supports`` said yes
 ``kernel``          ``lower``                      the compiled ``Kernel`` of a lowered node
 ``subgraph``        ``lower``                      ``RegionGraph``: the region; ``.graph()`` builds its ``Graph``
 ``type``            ``Graph.create_node``          its ``type_expr`` argument (an annotation)
@@ -43,7 +45,7 @@ def contiguous_strides(shape: Tuple[int, ...]) -> Tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class TensorMeta:
     """Shape, dtype, device and strides of one tensor value (no data).
 
@@ -57,12 +59,31 @@ class TensorMeta:
     stride: Optional[Tuple[int, ...]] = None
     requires_grad: bool = False
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
-        if self.stride is None:
-            object.__setattr__(self, "stride", contiguous_strides(self.shape))
-        else:
-            object.__setattr__(self, "stride", tuple(int(s) for s in self.stride))
+    def __init__(self, shape: Tuple[int, ...], dtype: str, device: str = "cpu",
+                 stride: Optional[Tuple[int, ...]] = None, requires_grad: bool = False) -> None:
+        # Written by hand (one per captured / propagated value): the frozen dataclass
+        # __init__ plus __post_init__ cost ~8 object.__setattr__ calls.
+        shape = tuple(map(int, shape))
+        fields = self.__dict__
+        fields["shape"] = shape
+        fields["dtype"] = dtype
+        fields["device"] = device
+        fields["stride"] = contiguous_strides(shape) if stride is None else tuple(map(int, stride))
+        fields["requires_grad"] = requires_grad
+
+    @classmethod
+    def of_ints(cls, shape: Tuple[int, ...], dtype: str, device: str,
+                stride: Tuple[int, ...], requires_grad: bool) -> "TensorMeta":
+        """The constructor without conversions or defaults: ``shape`` and ``stride`` are
+        tuples of ``int`` already. Capture makes one per node."""
+        meta = object.__new__(cls)
+        fields = meta.__dict__
+        fields["shape"] = shape
+        fields["dtype"] = dtype
+        fields["device"] = device
+        fields["stride"] = stride
+        fields["requires_grad"] = requires_grad
+        return meta
 
     @property
     def ndim(self) -> int:

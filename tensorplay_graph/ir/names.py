@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import keyword
 import re
+from functools import lru_cache
 from typing import Any, Dict, Iterable, Optional, Set
 
 # Names generated code needs for itself: the module argument and the helpers
@@ -48,7 +49,12 @@ def sanitize(candidate: Any) -> str:
     >>> sanitize("1st")
     '_1st'
     """
-    text = str(candidate)
+    # Every node name passes through here, mostly the same few op names: cached.
+    return _sanitize(candidate if type(candidate) is str else str(candidate))
+
+
+@lru_cache(maxsize=4096)
+def _sanitize(text: str) -> str:
     text = _CAMEL_BOUNDARY.sub("_", text).lower()
     text = _ILLEGAL_CHAR.sub("_", _ILLEGAL_EDGES.sub("", text)) or "_"
     if text[0].isdigit():
@@ -56,6 +62,13 @@ def sanitize(candidate: Any) -> str:
     if not is_safe_name(text):
         text = text + "_"
     return text
+
+
+@lru_cache(maxsize=4096)
+def _stem(base: str) -> str:
+    """``add_3`` -> ``add``: a taken name's numbering continues from its stem."""
+    match = _SUFFIX.match(base)
+    return base if match is None else match.group(1)
 
 
 class Namespace:
@@ -86,9 +99,7 @@ class Namespace:
         base = sanitize(candidate)
         name = base
         if name in self._used:
-            match = _SUFFIX.match(base)
-            if match is not None:
-                base = match.group(1)
+            base = _stem(base)
             suffix = self._next_suffix.get(base, 1)
             name = f"{base}_{suffix}"
             while name in self._used:

@@ -53,6 +53,10 @@ class ImmutableDict(dict):
         return (ImmutableDict, (dict(self),))
 
 
+#: The empty kwargs every node without keywords shares (immutable, so sharing is safe).
+_NO_KWARGS = ImmutableDict()
+
+
 def map_aggregate(a: Any, fn: Callable[[Any], Any]) -> Any:
     """Apply ``fn`` to every leaf of a nested tuple/list/dict/slice structure.
 
@@ -88,6 +92,32 @@ def _freeze(a: Any) -> Any:
     if isinstance(a, slice):
         return slice(_freeze(a.start), _freeze(a.stop), _freeze(a.step))
     return a
+
+
+_PLAIN = frozenset({int, float, bool, str, complex, type(None)})
+
+
+def _freeze_collect(a: Any, found: Dict["Node", None]) -> Any:
+    """``_freeze(a)``, adding every Node inside to ``found``: one walk, flat args inline."""
+    cls = type(a)
+    if cls is Node:
+        found[a] = None
+        return a
+    if cls is tuple:
+        out = []
+        for elem in a:
+            kind = type(elem)
+            if kind is Node:
+                found[elem] = None
+            elif kind not in _PLAIN:
+                elem = _freeze_collect(elem, found)
+            out.append(elem)
+        return tuple(out)
+    if cls in _PLAIN:
+        return a
+    frozen = _freeze(a)
+    _collect_nodes(frozen, found)
+    return frozen
 
 
 def _collect_nodes(a: Any, found: Dict["Node", None]) -> None:
@@ -149,15 +179,21 @@ class Node:
         self._name = name
         self._op = op
         self._target = target
-        self._args: Tuple[Any, ...] = ()
-        self._kwargs: Dict[str, Any] = ImmutableDict()
-        self._input_nodes: Dict[Node, None] = {}
         self.users: Dict[Node, None] = {}
         self.meta: Dict[str, Any] = {}
         self._prev: Node = self
         self._next: Node = self
         self._erased = False
-        self._update_args_kwargs(args, kwargs)
+        # _update_args_kwargs for a node nothing reads yet (one per captured op); inserting
+        # the node is what changes the graph.
+        found: Dict[Node, None] = {}
+        self._args: Tuple[Any, ...] = _freeze_collect(
+            args if type(args) is tuple else tuple(args), found)
+        self._kwargs: Dict[str, Any] = _freeze_collect(dict(kwargs), found) if kwargs \
+            else _NO_KWARGS
+        self._input_nodes: Dict[Node, None] = found
+        for new in found:
+            new.users[self] = None
 
     # -- identity -------------------------------------------------------------
     @property
@@ -258,16 +294,14 @@ class Node:
         self.kwargs = kwargs
 
     def _update_args_kwargs(self, args: Any, kwargs: Any) -> None:
-        new_args = _freeze(tuple(args))
-        new_kwargs = _freeze(dict(kwargs or {}))
         found: Dict[Node, None] = {}
-        _collect_nodes(new_args, found)
-        _collect_nodes(new_kwargs, found)
+        new_args = _freeze_collect(args if type(args) is tuple else tuple(args), found)
+        new_kwargs = _freeze_collect(dict(kwargs), found) if kwargs else _NO_KWARGS
         for old in self._input_nodes:
             if old not in found:
                 old.users.pop(self, None)
         for new in found:
-            new.users.setdefault(self)
+            new.users[self] = None
         self._args, self._kwargs, self._input_nodes = new_args, new_kwargs, found
         if self._op != "root":
             self.graph._mutated()

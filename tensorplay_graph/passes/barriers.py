@@ -180,6 +180,8 @@ def _unsupported(node, prim, backends: Sequence) -> Optional[Barrier]:
     for backend in backends:
         reason = backend.supports(node)
         if reason is None:
+            # partition asks the same backends the same question: it reads this instead.
+            node.meta["claim"] = (tuple(backends), backend.name, declined)
             return None
         declined[backend.name] = str(reason)
     node.meta["declined"] = declined
@@ -196,10 +198,11 @@ def barriers(gm, backends: Sequence = ()) -> Any:
     """
     from ..backends.registry import resolve_backends
 
-    resolved = resolve_backends(backends)
+    resolved = tuple(resolve_backends(backends))  # a tuple: meta["claim"] shares it
     must_alias = aliasing_nodes(gm.graph)
     for node in gm.graph.nodes:
         node.meta.pop("declined", None)
+        node.meta.pop("claim", None)
         barrier = barrier_of(node, resolved, must_alias)
         if barrier is None:
             node.meta.pop("barrier", None)

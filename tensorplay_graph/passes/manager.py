@@ -1,4 +1,4 @@
-"""``PassManager``: run named passes in order, lint after each, time each, dump each stage.
+"""``PassManager``: run named passes in order, time each, lint after each, dump each stage.
 
 >>> pm = PassManager([("normalize", normalize), ("cleanup", cleanup)])   # doctest: +SKIP
 >>> gm = pm(gm); pm.timings                                             # doctest: +SKIP
@@ -54,18 +54,26 @@ class PassManager:
     """Runs ``passes`` (callables or ``(name, callable)`` pairs) in order over a GraphModule.
 
     * ``lint`` -- ``gm.graph.lint()`` after every pass; a failure names the pass.
+      ``None`` (default): in debug / test mode only -- ``TPG_LINT=1``
+      (:func:`~tensorplay_graph.ir.lint.lint_enabled`) or a ``debug_dir``.
     * ``debug_dir`` -- dump every stage there (default: ``$TPG_DEBUG_DIR``, else no dump).
-    * ``timings`` -- seconds per pass name, in run order, after a call.
+    * ``timings`` -- seconds per pass name, in run order, after a call (wall clock);
+      ``cpu_timings`` the same in process CPU time; ``lint_seconds`` the lints' total.
     """
 
-    def __init__(self, passes: Iterable[PassSpec], lint: bool = True,
+    def __init__(self, passes: Iterable[PassSpec], lint: Optional[bool] = None,
                  debug_dir: Optional[Union[str, os.PathLike]] = None) -> None:
+        from ..ir.lint import lint_enabled
+
         self.passes = _named(passes)
-        self.lint = lint
         env_dir = os.environ.get("TPG_DEBUG_DIR") or None
         chosen = debug_dir if debug_dir is not None else env_dir
         self.debug_dir: Optional[Path] = Path(chosen) if chosen else None
+        # Lint is linear but costs about as much as a planning pass: debug / test mode only.
+        self.lint = (lint_enabled() or self.debug_dir is not None) if lint is None else lint
         self.timings: Dict[str, float] = {}
+        self.cpu_timings: Dict[str, float] = {}
+        self.lint_seconds = 0.0
 
     @property
     def names(self) -> List[str]:
@@ -84,12 +92,12 @@ class PassManager:
                 gc.enable()
 
     def _run(self, gm: Any) -> Any:
-        self.timings = {}
+        self.timings, self.cpu_timings, self.lint_seconds = {}, {}, 0.0
         if self.debug_dir is not None:
             self.debug_dir.mkdir(parents=True, exist_ok=True)
             self._dump(gm, 0, "input")
         for index, (name, fn) in enumerate(self.passes, start=1):
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             try:
                 result = fn(gm)
             except Exception as exc:
@@ -97,10 +105,13 @@ class PassManager:
                     exc.add_note(f"(raised in tensorplay_graph pass {name!r})")
                 raise
             self.timings[name] = time.perf_counter() - start
+            self.cpu_timings[name] = time.process_time() - cpu_start
             if result is not None:
                 gm = result
             if self.lint:
+                start = time.perf_counter()
                 self._lint(gm, name)
+                self.lint_seconds += time.perf_counter() - start
             log.debug("pass %s: %.3f ms", name, self.timings[name] * 1e3)
             if self.debug_dir is not None:
                 self._dump(gm, index, name)

@@ -21,6 +21,7 @@ search: the bound is conservative (it may refuse a legal merge), never wrong.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Hashable, Iterable, List, Optional, Sequence
 
@@ -155,7 +156,17 @@ _CLAIMABLE_OPS = ("call_function", "call_method")
 
 
 def _claim(node, backends, declined_out: Dict[str, str]) -> Optional[str]:
-    """Name of the first backend whose ``supports(node)`` is ``None``."""
+    """Name of the first backend whose ``supports(node)`` is ``None``.
+
+    The ``barriers`` pass asked the same backends already and left the answer in
+    ``meta["claim"]`` (``(backends, name, declined)``); it is used, once, when the
+    backends are the same objects.
+    """
+    cached = node.meta.pop("claim", None)
+    if cached is not None and len(cached[0]) == len(backends) and \
+            all(map(operator.is_, cached[0], backends)):
+        declined_out.update(cached[2])
+        return cached[1]
     for backend in backends:
         reason = backend.supports(node)
         if reason is None:
@@ -185,6 +196,7 @@ def partition(gm, backends: Sequence) -> list:
         node.meta.pop("backend", None)
         if node.op not in _CLAIMABLE_OPS or node.meta.get("barrier") is not None:
             claims[node] = None  # keep the barrier pass's meta["declined"]
+            node.meta.pop("claim", None)
             _claim_alone(node, backends)
             continue
         node.meta.pop("declined", None)

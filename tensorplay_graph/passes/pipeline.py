@@ -20,7 +20,6 @@ cleanup        CSE + DCE (effects kept)
 
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .barriers import barriers
@@ -78,22 +77,19 @@ def build_passes(example_inputs: Tuple[Any, ...] = (), backends: Sequence = ("re
     return [(name, table[name]) for name in names]
 
 
-def _lint_default() -> bool:
-    # Lint is linear but not free: on by default, off with TPG_LINT=0 for big graphs.
-    return os.environ.get("TPG_LINT", "1") != "0"
-
-
 def compile_graph(gm, example_inputs: Tuple[Any, ...] = (), *, backends: Sequence = ("reference",),
                   debug_dir: Optional[str] = None, lint: Optional[bool] = None,
                   backend_options: Optional[Dict[str, Dict[str, Any]]] = None,
                   manager_out: Optional[list] = None):
     """Run the whole pipeline over ``gm`` (edited in place) and return the executable module.
 
-    ``manager_out``, when a list, receives the ``PassManager`` (for its timings).
+    ``lint`` ``None``: lint after every pass in debug / test mode only (``TPG_LINT=1``
+    or a ``debug_dir``). ``manager_out``, when a list, receives the ``PassManager``
+    (for its timings).
     """
     manager = PassManager(build_passes(tuple(example_inputs), backends,
                                        backend_options=backend_options),
-                          lint=_lint_default() if lint is None else lint, debug_dir=debug_dir)
+                          lint=lint, debug_dir=debug_dir)
     if manager_out is not None:
         manager_out.append(manager)
     return manager(gm)
@@ -103,5 +99,5 @@ def plan_graph(gm, example_inputs: Tuple[Any, ...] = (), *, backends: Sequence =
                debug_dir: Optional[str] = None, lint: Optional[bool] = None):
     """Run the planning passes only (up to ``partition``): nothing is compiled."""
     manager = PassManager(build_passes(tuple(example_inputs), backends, upto="partition"),
-                          lint=_lint_default() if lint is None else lint, debug_dir=debug_dir)
+                          lint=lint, debug_dir=debug_dir)
     return manager(gm), manager

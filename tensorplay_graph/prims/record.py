@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -12,9 +13,20 @@ KINDS = ("pointwise", "reduction", "norm", "matmul", "view", "opaque")
 
 def _parameters(fn: Callable[..., Any]) -> Any:
     try:
+        return _cached_parameters(fn)
+    except TypeError:  # unhashable template
+        return _signature_parameters(fn)
+
+
+def _signature_parameters(fn: Callable[..., Any]) -> Any:
+    try:
         return inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return {}
+
+
+# Asked for every rendered node (one template per prim): the signature is read once.
+_cached_parameters = functools.lru_cache(maxsize=1024)(_signature_parameters)
 
 
 @dataclass
@@ -63,12 +75,34 @@ class Prim:
         if self.kind not in KINDS:
             raise ValueError(f"prim {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
         self._sig = inspect.signature(self.signature)
+        params = list(self._sig.parameters.values())
+        # Signatures of plain parameters (most) bind without inspect (one bind per node).
+        plain = all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params)
+        self._plain = tuple((p.name, p.default) for p in params) if plain else None
 
     def bind(self, args: tuple, kwargs: dict) -> Dict[str, Any]:
-        """Canonical argument dict (defaults applied) for a call's args/kwargs."""
-        bound = self._sig.bind(*args, **kwargs)
-        bound.apply_defaults()
-        return dict(bound.arguments)
+        """Canonical argument dict (defaults applied) for a call's args/kwargs.
+
+        Raises ``TypeError`` when the call does not fit the signature.
+        """
+        plain = self._plain
+        if plain is None or len(args) > len(plain):
+            bound = self._sig.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return dict(bound.arguments)
+        rest = plain[len(args):]
+        if kwargs and any(all(key != name for name, _ in rest) for key in kwargs):
+            raise TypeError(f"prim {self.name}: unexpected or repeated keyword arguments "
+                            f"{sorted(kwargs)}")
+        out: Dict[str, Any] = {plain[i][0]: arg for i, arg in enumerate(args)}
+        for name, default in rest:
+            if name in kwargs:
+                out[name] = kwargs[name]
+            elif default is inspect.Parameter.empty:
+                raise TypeError(f"prim {self.name}: missing a required argument: {name!r}")
+            else:
+                out[name] = default
+        return out
 
     def flags_apply(self, prim_args: Dict[str, Any]) -> bool:
         """Whether the barrier flags hold for a call with these canonical arguments."""
