@@ -10,14 +10,9 @@ from __future__ import annotations
 import pytest
 
 from .harness import check
-from .upstream import marks
-from .zoo import ZOO, cells
-
-CELLS = [pytest.param(spec, entry, mode, backend, id=f"{spec.name}-{entry}-{mode}-{backend}",
-                      marks=marks(spec.name, entry, mode, backend))
-         for spec in ZOO if spec.framework == "torch" for entry, mode, backend in cells(spec)]
+from .upstream import zoo_params
 
 
-@pytest.mark.parametrize("spec, entry, mode, backend", CELLS)
+@pytest.mark.parametrize("spec, entry, mode, backend", zoo_params("torch"))
 def test_compiled_equals_eager(spec, entry, mode, backend):
     check(spec, entry, mode, backend)

@@ -33,3 +33,11 @@ def marks(model: str, entry: str, mode: str, backend: str) -> List[pytest.MarkDe
         if m == model and e in (None, entry) and mo in (None, mode) and b in (None, backend):
             return [pytest.mark.xfail(strict=True, reason=reason)]
     return []
+
+
+def zoo_params(framework: str) -> list:
+    """One pytest param per zoo cell of ``framework``'s models, with its upstream marks."""
+    from .zoo import ZOO, cells
+    return [pytest.param(spec, entry, mode, backend, id=f"{spec.name}-{entry}-{mode}-{backend}",
+                         marks=marks(spec.name, entry, mode, backend))
+            for spec in ZOO if spec.framework == framework for entry, mode, backend in cells(spec)]
