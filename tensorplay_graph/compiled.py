@@ -211,6 +211,8 @@ class CompiledFunction:
             reason = describe_change(next(reversed(self.specializations)), key, self._names)
         if family in self._families and self.dynamic is not False and not guard_failed:
             self._note_dynamic(reason)
+            if self._graph_break is not None and leaves and framework_of(leaves[0]) == "torch":
+                return self._symbolic_frontend(reason, args, kwargs)
         elif reason is not None:
             self.recompile_reasons.append(reason)
             counted = len(self._families) if self.dynamic else len(self.specializations)
@@ -251,6 +253,22 @@ class CompiledFunction:
             recompiles_log.info("%s: sizes change between calls (%s); treating sizes as dynamic: each new "
                         "size is compiled lazily and does not count against the recompile limit",
                         self.__name__, reason)
+
+    def _symbolic_frontend(self, reason: str, args: tuple, kwargs: Dict[str, Any]) -> Any:
+        """Sizes change in a torch program: Dynamo traces it once more, with symbolic sizes and
+        its own shape guards, so a program called with many lengths compiles twice in all (our
+        capture, then Dynamo's) instead of once per length. Our capture answers size queries
+        with numbers; a size-dependent branch would make a shape-generic copy of it wrong."""
+        error = GraphCaptureError(f"sizes change between calls ({reason})")
+        error.framework = "torch"  # type: ignore[attr-defined]
+        frontend, compiled = self._graph_break(self.fn, error, True)
+        self.frontend = frontend
+        self.frontend_reason = (f"sizes change between calls ({reason}); traced once more with "
+                                f"symbolic sizes")
+        self._frontend_fn = compiled
+        recompiles_log.info("%s: %s through the %s frontend", self.__name__,
+                            self.frontend_reason, frontend)
+        return compiled(*args, **kwargs)
 
     def _break(self, error: Exception, args: tuple, kwargs: Dict[str, Any],
                leaves: List[Any]) -> Any:

@@ -100,8 +100,8 @@ def compile(fn_or_module: Optional[Callable[..., Any]] = None, *, backend: Backe
         runner = build_runner(captured.graph_module, leaves, backends=backends, options=options)
         return Specialization(runner, captured.guards, captured.output_spec)
 
-    def graph_break(fn: Any, error: Exception) -> Any:
-        return framework_frontend(fn, error, backends, options, dynamic)
+    def graph_break(fn: Any, error: Exception, symbolic: bool = False) -> Any:
+        return framework_frontend(fn, error, backends, options, True if symbolic else dynamic)
 
     return CompiledFunction(fn_or_module, build, options, fullgraph=fullgraph, dynamic=dynamic,
                             graph_break=graph_break)
