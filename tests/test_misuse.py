@@ -32,8 +32,21 @@ def generator(x):
     yield x * 2
 
 
-def returns_box(x):
-    return Box(x * 2)
+class Slotted:
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def returns_slotted(x):
+    return Slotted(x * 2)
+
+
+def test_dataclasses_and_plain_objects_come_back_rebuilt():
+    out = tpg.compile(lambda x: Box(x * 2), backend="reference")(torch.ones(2))
+    assert isinstance(out, Box)
+    torch.testing.assert_close(out.value, torch.full((2,), 2.0))
 
 
 def returns_set(x):
@@ -46,7 +59,7 @@ def stores_global(x):
 
 
 @pytest.mark.parametrize("program, words", [
-    (generator, "generator"), (returns_box, "result (Box).value"),
+    (generator, "generator"), (returns_slotted, "result (Slotted).value"),
     (returns_set, "tuples, lists or dicts"), (stores_global, "global STORE[0]"),
     (Remembers(), "self.last"),
 ], ids=["generator", "object", "set", "global", "module_attribute"])

@@ -149,6 +149,12 @@ def _find_proxy(value: Any, path: str, depth: int, seen: set) -> Optional[str]:
             found = _find_proxy(item, f"{path}.{key}", depth - 1, seen)
             if found:
                 return found
+    for cls in type(value).__mro__:  # attributes kept in __slots__ have no __dict__ entry
+        slots = cls.__dict__.get("__slots__", ())
+        for key in (slots,) if isinstance(slots, str) else slots:
+            found = _find_proxy(getattr(value, key, None), f"{path}.{key}", depth - 1, seen)
+            if found:
+                return found
     return None
 
 
