@@ -89,8 +89,11 @@ def test_softmax_and_log_softmax(framework):
 def test_residual_layer_norm_gelu_is_one_kernel(framework):
     ns, F, _, conv = _fw(framework)
 
+    # torch's exact gelu on CPU runs eagerly (its NaN at +inf is not modelled): tanh there
+    gelu = (lambda h: F.gelu(h, approximate="tanh")) if framework == "torch" else F.gelu
+
     def block(x, r, w, b):
-        return F.gelu(F.layer_norm(x + r, (96,), w, b))
+        return gelu(F.layer_norm(x + r, (96,), w, b))
 
     args = [conv(_randn(2, 17, 96, seed=s)) for s in (1, 2)] + [conv(_randn(96, seed=s)) for s in (3, 4)]
     compiled = tpg.compile(block, backend="triton")
