@@ -63,6 +63,23 @@ def _pointwise_semantics(prim: str, args: dict, dtype: str) -> Optional[str]:
     return None
 
 
+def _cpu_eager_quirk(node: Any, prim: str, tm: Any) -> Optional[str]:
+    """Why CPU eager (the reference under ``TRITON_INTERPRET=1``) differs from the CUDA
+    semantics the templates follow, or None."""
+    if prim == "gelu" and tm.device_type == "cpu" and tm.dtype in ("float32", "bfloat16") and \
+            node.meta["prim_args"].get("approximate", "none") == "none":
+        from ...passes.normalize import graph_framework
+
+        graph = getattr(node, "graph", None)
+        if graph is None or graph_framework(graph) == "torch":
+            # torch's vectorised CPU kernel gives nan at +inf (inf on CUDA, in its scalar
+            # path and in float16), so no template matches it for every layout and size.
+            return ("torch's float32 / bfloat16 CPU gelu gives NaN at +inf in its vectorised "
+                    "path only; the kernel follows CUDA eager (use CUDA tensors, or "
+                    "approximate='tanh')")
+    return None
+
+
 class TritonBackend:
     """Generated Triton kernels for fusible regions; registered kernels for ``triton_op`` nodes."""
 
@@ -118,7 +135,8 @@ class TritonBackend:
         if prim.kind == "pointwise":
             if prim.lowering("triton") is None:
                 return f"prim {prim.name} has no triton template"
-            why = _pointwise_semantics(prim.name, node.meta.get("prim_args", {}), tm.dtype)
+            why = _pointwise_semantics(prim.name, node.meta.get("prim_args", {}), tm.dtype) \
+                or _cpu_eager_quirk(node, prim.name, tm)
             if why:
                 return why
             return scalar_out_of_range(node)
