@@ -126,6 +126,29 @@ def test_transformer_block_gradients_equal_eager():
     assert compiled_programs()[-1].regions("backward")
 
 
+class Rotary(nn.Module):
+    """Llama's pattern: pointwise work on a transposed view, transposed back and reshaped.
+    AOTAutograd turns the reshape into a view valid for eager's (permuted) strides only."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 8))
+
+    def forward(self, x):
+        b, t, h, d = x.shape
+        q = (x @ self.w).transpose(1, 2)
+        q = q * 2.0 + q.sin()
+        return q.transpose(1, 2).reshape(b, t, h * d).pow(2).mean()
+
+
+def test_views_of_fused_outputs_with_another_layout_still_work():
+    model = Rotary()
+    compiled = torch.compile(model, backend="tensorplay_graph", options={"backends": ["reference"]})
+    x = torch.randn(2, 5, 3, 8)
+    assert_grads_equal(grads(model, compiled, x), grads(model, model, x))
+    assert compiled_programs()[-1].regions("forward")
+
+
 def test_grad_accumulates_over_two_steps_as_in_eager():
     model = mlp()
     loss = lambda x: model(x).sum()  # noqa: E731

@@ -102,10 +102,11 @@ def _lower_half(program: TrainingProgram, kind: str, aten_gm: Any, inputs: Seque
     """Import one AOT graph and build its runner (lowered on its first call)."""
     from ..capture.importers import import_fx_graph
     from ..compiler import build_runner
-    from .decompositions import drop_detaches
+    from .decompositions import drop_detaches, views_as_reshapes
     from .torch_bridge import restore_ops
 
     drop_detaches(aten_gm)
+    views_as_reshapes(aten_gm)
     gm = import_fx_graph(aten_gm)
     restore_ops(gm)
     runner = build_runner(gm, inputs, backends=backends, options=options)

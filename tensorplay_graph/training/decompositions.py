@@ -50,3 +50,25 @@ def drop_detaches(aten_gm: Any) -> None:
         changed = True
     if changed:
         aten_gm.recompile()
+
+
+def views_as_reshapes(aten_gm: Any) -> None:
+    """``aten.view`` / ``aten._unsafe_view`` of values that are not graph outputs become
+    ``aten.reshape``.
+
+    Why: AOTAutograd turns ``reshape`` into ``view`` where the *eager* strides allow it, but a
+    fused kernel returns its outputs in its own (contiguous) layout, where the same view can be
+    impossible (rotary embeddings: ``(q * cos).transpose(1, 2).view(b, s, -1)``). The halves are
+    functional graphs, so a reshape that copies is the same value; graph outputs keep their
+    views, whose aliasing AOTAutograd tracks.
+    """
+    import torch
+    views = {torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default}
+    changed = False
+    for node in aten_gm.graph.nodes:
+        if node.op == "call_function" and node.target in views and \
+                not any(user.op == "output" for user in node.users):
+            node.target = torch.ops.aten.reshape.default
+            changed = True
+    if changed:
+        aten_gm.recompile()
