@@ -35,6 +35,16 @@ def scalar_text(value: Any) -> Optional[str]:
     return repr(value)
 
 
+#: Binary prims TIR's simplifier folds to a constant when both operands are one value.
+SELF_FOLDED = frozenset({"sub", "div", "eq", "ne", "lt", "gt", "le", "ge", "logical_xor",
+                         "remainder", "fmod"})
+
+
+def _is_zero(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and float(value) == 0.0)
+
+
 def unsupported_constant(node: Any) -> Optional[str]:
     """Why a constant argument of ``node`` cannot be spelled, or None."""
     args = node.meta.get("prim_args") or {}
@@ -44,7 +54,15 @@ def unsupported_constant(node: Any) -> Optional[str]:
                 return f"NaN constant {key}={value!r} has no TIR spelling here"
             if key == "alpha" and not math.isfinite(float(value)):
                 return f"non-finite alpha={value!r}"
-    if node.meta["prim"].name == "div" and args.get("rounding_mode") == "floor":
+    name, a, b = node.meta["prim"].name, args.get("a"), args.get("b")
+    # TVM's arith simplifier folds float expressions as if they were integers: 0 / x and
+    # 0 * x become 0 (eager: NaN for x = 0, inf or NaN), x - x becomes 0 and x == x true
+    # (eager: NaN for non-finite x). The folded kernel also drops x from its signature.
+    if name in ("div", "mul") and _is_zero(a) or name == "mul" and _is_zero(b):
+        return f"{name} with a literal zero operand: TIR folds it to 0 (eager gives NaN for inf / NaN / 0 divisors)"
+    if name in SELF_FOLDED and is_node(a) and a is b:
+        return f"{name}(x, x): TIR folds it to a constant (eager differs for inf / NaN x)"
+    if name == "div" and args.get("rounding_mode") == "floor":
         # eager's floor division is (a - fmod(a, b)) / b, not floor(a / b)
         return "div(rounding_mode='floor') differs from floor(a / b) on floats"
     return None
