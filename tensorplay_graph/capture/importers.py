@@ -55,8 +55,14 @@ def import_graph_module(source: Any) -> Any:
 
 
 def import_tensorplay_graph(source: Any) -> Any:
-    """Import TensorPlay's captured GraphModule (what ``tp.compile`` passes a backend)."""
-    return import_graph_module(source)
+    """Import TensorPlay's captured GraphModule (what ``tp.compile`` passes a backend);
+    the GELU its tracer decomposes is folded back into one call (capture/patterns.py)."""
+    gm = import_graph_module(source)
+    import tensorplay.nn.functional as F
+    from .patterns import fold_erf_gelu
+    if fold_erf_gelu(gm.graph, F.gelu):
+        gm.recompile()
+    return gm
 
 
 def import_fx_graph(source: Any) -> Any:
