@@ -273,8 +273,10 @@ def tensorplay_backend(gm: Any, example_inputs: Sequence[Any], *,
             "strict_native=True needs TensorPlay's native backend (backend='stax')")
     from .capture.importers import import_tensorplay_graph, placeholder_defaults
     options = check_options(options)
+    # tp.compile(dynamic=True) calls one graph with every size: lower it per concrete shape.
     runner = build_runner(import_tensorplay_graph(gm), example_inputs,
-                          backends=_requested_backends(AUTO, options), options=options)
+                          backends=_requested_backends(AUTO, options), options=options,
+                          shape_generic=bool(framework_kwargs.get("dynamic")) or None)
     names = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
     return _ArgumentBinder(runner, [str(n) for n in names], placeholder_defaults(gm))
 

@@ -127,3 +127,18 @@ def test_strict_native_is_refused_with_a_clear_error():
     with pytest.raises(Exception, match="strict_native"):
         tp.compile(program, backend="tensorplay_graph", strict_native=True)(
             tp.randn(2, 4), tp.randn(2, 4))
+
+
+def test_dynamic_true_lowers_each_size_on_its_own(monkeypatch):
+    """tp.compile(dynamic=True) hands one graph for every size: a size-specialized kernel
+    (TileLang's C target here) must not be reused for another size."""
+    pytest.importorskip("tilelang")
+    from tensorplay_graph.backends.tilelang import backend as tilelang_backend
+    monkeypatch.setattr(tilelang_backend, "CPU_MIN_CHAIN", 1)
+    f = lambda x: ((x * 2.0 + 1.0) * x - 3.0).abs()  # noqa: E731
+    compiled = tp.compile(f, backend="tensorplay_graph", dynamic=True,
+                          options={"backends": ["tilelang"]})
+    for n in (1 << 16, 1 << 17):
+        x = tp.randn(n)
+        out = compiled(x)
+        assert tuple(out.shape) == (n,) and tp.allclose(out, f(x), atol=1e-5)
