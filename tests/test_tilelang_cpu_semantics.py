@@ -178,3 +178,17 @@ def test_unwritable_cache_dir_falls_back_to_private_temp_dir(tmp_path, monkeypat
         lib = _build(5, "test_unwritable")
     assert _answer(lib) == 5 and not str(lib).startswith(str(blocker))
     assert any("not writable" in r.message for r in caplog.records)
+
+
+def test_tilelangs_own_info_lines_stay_quiet_unless_asked(monkeypatch):
+    import logging
+    from tensorplay_graph.backends.tilelang import cache
+    monkeypatch.setattr(cache, "_QUIETED", False)
+    logging.getLogger("tilelang").setLevel(logging.INFO)   # what ``import tilelang`` sets
+    cache.load_tilelang()
+    assert logging.getLogger("tilelang").level == logging.WARNING
+    monkeypatch.setattr(cache, "_QUIETED", False)
+    logging.getLogger("tilelang").setLevel(logging.INFO)
+    monkeypatch.setattr(logging.getLogger("tensorplay_graph.compile"), "level", logging.DEBUG)
+    cache.load_tilelang()                                   # asked for: TileLang keeps INFO
+    assert logging.getLogger("tilelang").level == logging.INFO

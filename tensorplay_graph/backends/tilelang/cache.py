@@ -70,9 +70,24 @@ def cache_dir() -> Path:
     return _PRIVATE[key]
 
 
-def tilelang_version() -> str:
+def load_tilelang() -> Any:
+    """``import tilelang``, with its INFO lines ("TileLang begins to compile kernel ...") kept
+    out of the user's output unless ``TPG_LOGS=+compile`` (or DEBUG on
+    ``tensorplay_graph.compile``) asks for them. TileLang installs its own handler at INFO."""
     import tilelang
-    return tilelang.__version__
+    global _QUIETED
+    if not _QUIETED:
+        _QUIETED = True
+        if not logging.getLogger("tensorplay_graph.compile").isEnabledFor(logging.DEBUG):
+            logging.getLogger("tilelang").setLevel(logging.WARNING)
+    return tilelang
+
+
+_QUIETED = False
+
+
+def tilelang_version() -> str:
+    return load_tilelang().__version__
 
 
 def write_atomic(path: Path, data: str) -> Path:

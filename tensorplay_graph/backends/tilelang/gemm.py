@@ -155,7 +155,7 @@ def _key(source: str, desc: GemmDesc, target: Any) -> str:
 
 def lower_cuda(desc: GemmDesc, cfg: TileConfig, arch: str = "sm_90a") -> str:
     """CUDA C++ source of the kernel for ``arch``; needs no GPU."""
-    import tilelang
+    tilelang = cache.load_tilelang()
     from tvm.target import Target
     source = render(desc, cfg)
     target = {"kind": "cuda", "arch": arch}
@@ -170,7 +170,7 @@ def build_cubin(cuda_source: str, arch: str = "sm_90a", nvcc: str = "nvcc") -> b
     import subprocess
     import tempfile
 
-    import tilelang
+    tilelang = cache.load_tilelang()
     root = os.path.dirname(tilelang.__file__)
     includes = [os.path.join(root, "src"), os.path.join(root, "3rdparty", "cutlass", "include")]
     with tempfile.TemporaryDirectory() as tmp:
@@ -203,7 +203,7 @@ class GemmKernel:
 
     def build(self) -> "GemmKernel":
         if self._fn is None:
-            import tilelang
+            tilelang = cache.load_tilelang()
             program = cache.load_program(self.source, self.key).main
             n_params = 3 + len(self.desc.ep_inputs)
             self._fn = tilelang.compile(program, out_idx=[n_params - 1], target="cuda")

@@ -137,14 +137,14 @@ class PointwiseKernel:
         return self
 
     def _build_cuda(self) -> Callable[..., Any]:
-        import tilelang
+        tilelang = cache.load_tilelang()
         program = cache.load_program(self.source, self.key).main
         n_in = len(self.desc.inputs)
         out_idx = list(range(n_in, n_in + len(self.desc.outputs)))
         return tilelang.compile(program, out_idx=out_idx, target="cuda")
 
     def _build_c(self) -> Callable[..., Any]:
-        import tilelang
+        tilelang = cache.load_tilelang()
         program = cache.load_program(self.source, self.key).main
         c_source = tilelang.lower(program, target="c").kernel_source
         # The outer loop over blocks is ours (see render); its iterations are independent.
