@@ -23,7 +23,10 @@ from fuzz_program import Program, build_function, repro_source
 
 #: Relative tolerance per dtype, scaled by the output's largest finite magnitude (fusion
 #: reassociates sums and keeps float16 / bfloat16 intermediates in float32, as Inductor does).
-RTOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 6e-2}
+RTOL = {"float64": 1e-9, "float32": 1e-4, "float16": 1e-2, "bfloat16": 6e-2}
+#: Result dtypes compared with a tolerance: the generated ones, and float64, which TensorPlay's
+#: ``python_float ** tensor`` promotes to.
+RESULT_FLOATS = FLOATS + ("float64",)
 
 
 @dataclass
@@ -65,7 +68,7 @@ def compare(want: Any, got: Any, level: int, lowp: bool) -> Optional[str]:
         return None
     e, g = to_numpy(want), to_numpy(got)
     name = dtype_name(want)
-    if name in FLOATS:
+    if name in RESULT_FLOATS:
         scale = max(1.0, float(np.max(np.abs(e[np.isfinite(e)]), initial=0.0)))
         tol = RTOL[name] * scale
         with np.errstate(invalid="ignore"):
