@@ -92,8 +92,12 @@ def run_cell(args: argparse.Namespace, framework: str, backend: str) -> Counter:
             logger.warning("%s/%s seed %d killed the process (rc %d): %s", framework, backend,
                            last_started, proc.returncode, proc.stderr.strip()[-300:])
             seed = last_started + 1
-        elif proc.returncode != 0:
-            raise RuntimeError(f"fuzz worker failed before any program: {proc.stderr[-2000:]}")
+        elif proc.returncode != 0:  # died while importing or building the first program
+            counts["crash"] += 1
+            counts[f"sig:crash: worker died before a program (rc {proc.returncode})"] += 1
+            logger.warning("%s/%s worker for seeds %d.. died (rc %d): %s", framework, backend,
+                           seed, proc.returncode, proc.stderr.strip()[-300:])
+            seed += 1
         else:
             seed = chunk_stop
     return counts

@@ -295,7 +295,11 @@ class Generator:
         k = self.env[a].shape[-1]
         m = r.choice([1, 2, 3, 8]) if not self.big else r.choice([64, 256])
         b = self.fresh((k, m) if r.random() < 0.85 else (k,), self.env[a].dtype)
-        code = "({0} @ {1})" if r.random() < 0.7 else "T.matmul({0}, {1})"
+        x = "{0}"
+        if self.framework != "torch" and self.env[a].dtype != "float32":
+            x = "{0}.contiguous()"  # TensorPlay 1.0.0's 16-bit matmul of a transposed view
+            #                         gives run-to-run different values in eager (FINDINGS.md)
+        code = f"({x} @ {{1}})" if r.random() < 0.7 else f"T.matmul({x}, {{1}})"
         return self.emit(code, (a, b), "reduce")
 
     def op_view(self) -> bool:
