@@ -26,6 +26,20 @@ SCALARS = ["0", "1", "-1", "2", "0.5", "-3.0", "1.5", "1e-3", "7", "300", "-0.0"
 SPECIAL_SCALARS = ["70000.0", 'float("inf")', 'float("-inf")', 'float("nan")', "0.0"]
 DIM_SIZES = [1, 1, 2, 3, 4, 5, 8]
 BIG_SHAPES = [(256, 256), (128, 512), (65536,), (64, 1024), (2, 128, 256)]
+MAX_NUMEL = 1 << 22
+
+
+def _broadcast_numel(shapes: List[Tuple[int, ...]]) -> int:
+    """Elements of the shapes broadcast together (an upper bound for any op over them)."""
+    rank = max((len(s) for s in shapes), default=0)
+    dims = [1] * rank
+    for shape in shapes:
+        for i, d in enumerate(shape, rank - len(shape)):
+            dims[i] = max(dims[i], d)
+    total = 1
+    for d in dims:
+        total *= d
+    return total
 
 
 def dtype_name(t: Any) -> str:
@@ -98,6 +112,11 @@ class Generator:
     # -- statement execution --------------------------------------------------------
     def try_add(self, stmt: Stmt) -> bool:
         """Run ``stmt`` eagerly on the current values; keep it if eager accepts it."""
+        shapes = [self.env[a].shape for a in stmt.args if a in self.env]
+        if self.pending is not None:
+            shapes.append(self.pending.shape)
+        if _broadcast_numel(shapes) > MAX_NUMEL:
+            return False  # (65536,) against (65536, 1) is 4G elements: eager dies of memory
         ns = dict(self.ns)
         ns.update({k: v.value for k, v in self.env.items()})
         pending = self.pending
