@@ -70,7 +70,10 @@ def compare(want: Any, got: Any, level: int, lowp: bool) -> Optional[str]:
     name = dtype_name(want)
     if name in RESULT_FLOATS:
         scale = max(1.0, float(np.max(np.abs(e[np.isfinite(e)]), initial=0.0)))
-        tol = RTOL[name] * scale
+        # A reduction over 16-bit values may round its partial sums differently from eager
+        # (one 16-bit ulp of the mean shifts every element of a float32 result after it).
+        rtol = max(RTOL[name], RTOL["float16"]) if lowp and level >= 2 else RTOL[name]
+        tol = rtol * scale
         with np.errstate(invalid="ignore"):
             close = (np.abs(e - g) <= tol) | (np.isnan(e) & np.isnan(g)) | (e == g)
             if level == 0:  # exact ops keep the sign of zero

@@ -318,7 +318,8 @@ class Generator:
         if self.framework != "torch" and self.env[a].dtype != "float32":
             x = "{0}.contiguous()"  # TensorPlay 1.0.0's 16-bit matmul of a transposed view
             #                         gives run-to-run different values in eager (FINDINGS.md)
-        code = f"({x} @ {{1}})" if r.random() < 0.7 else f"T.matmul({x}, {{1}})"
+        y = "{1}.contiguous()" if x != "{0}" else "{1}"
+        code = f"({x} @ {y})" if r.random() < 0.7 else f"T.matmul({x}, {y})"
         return self.emit(code, (a, b), "reduce")
 
     def op_view(self) -> bool:
