@@ -192,3 +192,16 @@ def test_tilelangs_own_info_lines_stay_quiet_unless_asked(monkeypatch):
     monkeypatch.setattr(logging.getLogger("tensorplay_graph.compile"), "level", logging.DEBUG)
     cache.load_tilelang()                                   # asked for: TileLang keeps INFO
     assert logging.getLogger("tilelang").level == logging.INFO
+
+
+def test_clamp_keeps_the_sign_of_zero_and_nan_bounds():
+    def program(x, lo):
+        kept = torch.ceil(x).clamp(min=0)     # an output of a region that goes on with it
+        return kept, kept * 2.0 - x, torch.clamp(x * 2, min=lo) + 0.5 - x
+    x = SPECIAL.repeat(N) * -0.25          # ceil(-0.375) is -0.0: eager's clamp keeps it
+    lo = SPECIAL.roll(1).repeat(N)         # includes NaN bounds
+    gm = _compiled(program, x, lo)
+    for got, want in zip(gm(x, lo), program(x, lo)):
+        _same(got, want)
+        finite = ~torch.isnan(want)
+        assert torch.equal(torch.signbit(got[finite]), torch.signbit(want[finite]))

@@ -223,6 +223,15 @@ NAN_ALL = ", propagate_nan=tl.PropagateNan.ALL"
 TL_ABS = "T.if_then_else({a} < 0, -{a}, T.if_then_else({a} == 0, 0.0, {a}))"
 
 
+def _tl_keep(op: str):
+    """TileLang clamp bound that keeps the input on a tie (clamp(-0.0, min=0.0) is -0.0 in
+    eager; T.max gives 0.0) and propagates a NaN bound."""
+    def render(a, bound):
+        return (f"T.if_then_else(T.isnan({bound}), {bound}, "
+                f"T.if_then_else({a} {op} {bound}, {bound}, {a}))")
+    return render
+
+
 def _tl_nan(fn: str):
     def render(a, b):
         return f"T.if_then_else(T.isnan({a}), {a}, T.if_then_else(T.isnan({b}), {b}, {fn}({a}, {b})))"
@@ -323,7 +332,7 @@ _record("where", where, where_meta, _spell("where"), "np.where({cond}, {a}, {b})
         aliases={"condition": "cond", "input": "a", "self": "a", "other": "b"})
 _record("clamp", clamp, clamp_meta, _spell("clamp", extra=("tensorplay:clip", "torch:clip", "method:clip")),
         _clamp_ref, _clamp("tl.maximum", "tl.minimum", NAN_ALL),
-        _clamp(_tl_nan("T.max"), _tl_nan("T.min")))
+        _clamp(_tl_keep("<"), _tl_keep(">")))
 
 _COMPARISONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 for _name, _sym in _COMPARISONS.items():
