@@ -205,3 +205,17 @@ def test_clamp_keeps_the_sign_of_zero_and_nan_bounds():
         _same(got, want)
         finite = ~torch.isnan(want)
         assert torch.equal(torch.signbit(got[finite]), torch.signbit(want[finite]))
+
+
+def test_tensorplay_clamp_of_bool_is_declined_and_matches():
+    tp = pytest.importorskip("tensorplay")
+
+    def program(x):
+        flag = x > -3.0
+        return (flag.clamp(min=-1.0, max=2.0), x * 2.0 + 1.0 - x)  # TensorPlay: always True
+
+    x = tp.randn(256, 256)
+    plan = tpg.explain(program, x, backend="tilelang")
+    assert any("clamp of a bool tensor" in str(reason) for reason in plan.barriers.values())
+    for got, want in zip(tpg.compile(program, backend="tilelang")(x), program(x)):
+        assert str(got.dtype) == str(want.dtype) and bool((got == want).all())
