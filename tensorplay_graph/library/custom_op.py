@@ -26,45 +26,18 @@ from . import dispatch as _dispatch
 from . import native as _native
 from .profiling import profiler_active, span
 from .registry import LOCK
+from .registration_args import dtype_name as _dtype_name, kernel_keys as _kernel_keys
 from .schema import (
     fake_returned_none,
-    is_composite,
-    returns_none,
     normalize_device_types,
+    returns_none,
     validate_mutates_args,
     validate_name,
     validate_schema,
 )
-from ..ir.meta import FLOATING_DTYPES
 
 _probe_get = _dispatch.PROBES.get
 _framework_of_class = _dispatch.FRAMEWORK_OF.get
-
-
-def _kernel_keys(device_types: Any) -> Optional[list]:
-    """Slots of ``register_kernel``: ``None`` is the device-agnostic slot."""
-    if device_types is None or is_composite(device_types):
-        return None
-    if isinstance(device_types, str):
-        return [device_types.lower()]
-    keys = [None if (d is None or is_composite(d)) else d for d in device_types]
-    if not keys:
-        return None
-    strings = normalize_device_types([k for k in keys if k is not None]) or []
-    return ([None] if None in keys else []) + strings
-
-
-def _dtype_name(cast_inputs: Any) -> str:
-    """The floating dtype name of a TensorPlay/torch dtype or of a string."""
-    if isinstance(cast_inputs, str):
-        name = cast_inputs.rsplit(".", 1)[-1]
-        floating = name in FLOATING_DTYPES
-    else:
-        name = str(cast_inputs).rsplit(".", 1)[-1]
-        floating = getattr(cast_inputs, "is_floating_point", False) is True
-    if not floating:
-        raise TypeError(f"cast_inputs must be a floating-point dtype, got {cast_inputs!r}")
-    return name
 
 
 class CustomOpDef:
