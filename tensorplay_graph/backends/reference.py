@@ -197,6 +197,13 @@ def _local_names(region: Region) -> Dict[Any, str]:
 _TORCH_OPMATH_SCALAR_OPS = frozenset({"mul", "div"})  # add / sub cast it (measured)
 _TENSORPLAY_OPMATH_SCALAR_OPS = frozenset({"pow"})
 
+#: NumPy's float32 ``tanh`` / ``exp`` ... are up to an ulp off where eager's are right
+#: (``tanh(9.5)``: 0.99999994 vs 1.0, which ``trunc`` then turns into 0 vs 1). Computed in
+#: float64 and rounded once, they are correctly rounded, which is what eager's libm gives
+#: in the cases that matter.
+_FLOAT64_TRANSCENDENTALS = frozenset({"exp", "exp2", "log", "log2", "rsqrt", "sin", "cos", "tanh",
+                                      "sigmoid", "silu", "gelu"})
+
 
 def region_framework(region: Region) -> str:
     """``"torch"`` / ``"tensorplay"``: whose eager semantics the region's code follows."""
@@ -235,6 +242,8 @@ def _operands() -> tuple:
 def _convert(name: str, raw: Any, text: Any, common: str, prim, framework: str) -> Any:
     """Source text of operand ``name`` converted as eager converts it."""
     work = opmath(common)
+    if common == "float32" and prim.name in _FLOAT64_TRANSCENDENTALS:
+        work = "float64"
     second = name in ("a", "b")  # either side: ``70000 / x`` keeps 70000 in float32 too
     ops = _TORCH_OPMATH_SCALAR_OPS if framework == "torch" else _TENSORPLAY_OPMATH_SCALAR_OPS
     opmath_second = prim.name in ops and second and common in ("float16", "bfloat16")
