@@ -106,6 +106,16 @@ def test_tir_float_folds_are_declined_and_match_eager(prog, monkeypatch):
     _same(tpg.compile(prog, backend="tilelang")(x), prog(x))
 
 
+@pytest.mark.parametrize("prog", [
+    lambda x: ((x * 7e37 + 3e38) - 3e38) * 2,  # reassociated (eager: inf for x = 1.5)
+    lambda x: ((x + 1e30) - 1e30) * 2,        # reassociated to x * 2 (eager: 0 for small x)
+], ids=["overflow", "absorbed"])
+def test_tir_does_not_reassociate_step_values(prog):
+    x = SPECIAL.repeat(N)
+    gm = _compiled(prog, x)
+    _same(gm(x), prog(x))
+
+
 def test_auto_on_cpu_runs_eagerly_and_matches():
     x, y = SPECIAL.repeat(N), SPECIAL.roll(3).repeat(N)
     m = torch.arange(x.numel()) % 3 == 0

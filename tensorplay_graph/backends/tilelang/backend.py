@@ -236,7 +236,8 @@ class TileLangBackend:
             shape,
             tuple(PwInput(names[v], tuple(planner.tensor_meta(v).shape), planner.tensor_meta(v).dtype)
                   for v in inputs),
-            tuple(PwStep(names[n], exprs.step_expr(n, names, kinds, target)) for n in group.nodes),
+            tuple(PwStep(names[n], exprs.step_expr(n, names, kinds, target), exprs.kind(n))
+                  for n in group.nodes),
             tuple(PwOutput(names[o], planner.tensor_meta(o).dtype) for o in group.outputs),
             tuple(n.format_node() for n in group.nodes))
         kernel = compile_pointwise(desc, target)

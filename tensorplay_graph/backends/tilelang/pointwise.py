@@ -18,7 +18,7 @@ import ctypes
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ...errors import LoweringError
 from . import cache
@@ -40,6 +40,7 @@ class PwInput:
 class PwStep:
     name: str
     expr: str  # TileLang expression over input/step names
+    dtype: str = "float32"  # "float32" or "bool"
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,13 @@ def render(desc: PointwiseDesc, target: str) -> str:
     body = ["idx = bx * BLOCK + i"]
     for p in desc.inputs:
         body.append(f'{p.name}_v = T.Cast("float32", {p.name}[{_index_expr(p.shape, desc.shape)}])')
-    for s in desc.steps:
-        body.append(f"{s.name}_v = {s.expr}")
+    if gpu:
+        body += [f"{s.name}_v = {s.expr}" for s in desc.steps]
+    else:
+        slots, allocs = _step_slots(desc.steps)
+        lines[-1:-1] = allocs  # inside the kernel, before the loop
+        for s in desc.steps:
+            body += [f"{slots[s.name]} = {s.expr}", f"{s.name}_v = {slots[s.name]}"]
     for k, o in enumerate(desc.outputs):
         body.append(f'out{k}[idx] = T.Cast("{o.dtype}", {o.name}_v)')
     indent = "            "
@@ -109,6 +115,24 @@ def render(desc: PointwiseDesc, target: str) -> str:
         body, indent = body[1:], indent + "    "
     lines += [indent + b for b in body]
     return "\n".join(lines) + "\n"
+
+
+def _step_slots(steps: Tuple[PwStep, ...]) -> Tuple[Dict[str, str], List[str]]:
+    """A local buffer slot per step of the C target (step name -> ``sf[k]`` / ``sb[k]``)
+    and the lines that allocate the buffers.
+
+    Let-bound steps are inlined and TIR's simplifier then rewrites floats like integers:
+    ``(y * 3e38 + 3e38) - 3e38`` becomes ``y * 3e38`` (eager: inf). A value stored to a
+    buffer and loaded back is opaque to it, so every step is computed as written.
+    """
+    buffers = {"float32": "sf", "bool": "sb"}
+    counts = {"float32": 0, "bool": 0}
+    slots = {}
+    for s in steps:
+        slots[s.name] = f"{buffers[s.dtype]}[{counts[s.dtype]}]"
+        counts[s.dtype] += 1
+    allocs = [f'        {buffers[d]} = T.alloc_local(({n},), "{d}")' for d, n in counts.items() if n]
+    return slots, allocs
 
 
 def value_name(name: str) -> str:
