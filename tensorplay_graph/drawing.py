@@ -167,7 +167,7 @@ def node_label(node: Node) -> List[str]:
             lines.append(("fuses " if i == 0 else "") + ", ".join(ops[i:i + _OPS_PER_LINE]))
     elif node.op not in ("placeholder", "output") and _op_text(node) != node.name:
         lines.append(_op_text(node))  # a node named after its op says it once
-    if node.op in ("placeholder", "get_attr") or not node.users and node.op != "output":
+    if not node.users and node.op != "output":
         meta = _meta_text(node.meta.get("tensor_meta"))  # otherwise on the outgoing edges
         if meta:
             lines.append(meta)
