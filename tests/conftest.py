@@ -45,3 +45,13 @@ class Framework:
 def fw(request):
     """Each installed framework in turn (a :class:`Framework`)."""
     return Framework(request.param)
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Dynamo's caches cleared before and after the test (compiles elsewhere in the process
+    would otherwise mark dims dynamic or reuse graphs)."""
+    torch = pytest.importorskip("torch")
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()

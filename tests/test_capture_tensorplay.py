@@ -10,7 +10,7 @@ import tensorplay.nn as nn  # noqa: E402
 import tensorplay.nn.functional as F  # noqa: E402
 
 import tensorplay_graph as tpg  # noqa: E402
-from capture_checks import assert_same, check, targets, to_numpy  # noqa: E402
+from helpers import assert_same, check, targets, to_numpy  # noqa: E402
 from tensorplay_graph.capture import NO_EXAMPLE, capture_call, capturing, iter_proxies  # noqa: E402
 
 

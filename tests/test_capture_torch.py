@@ -9,7 +9,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import tensorplay_graph as tpg  # noqa: E402
-from capture_checks import assert_same, check, targets  # noqa: E402
+from helpers import assert_same, check, targets  # noqa: E402
 
 
 class MLP(nn.Module):

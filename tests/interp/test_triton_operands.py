@@ -37,8 +37,7 @@ def test_batched_operands_run_the_region_eagerly_with_a_warning(caplog):
     torch.testing.assert_close(gm(*plain), program(*plain))
 
 
-def test_dynamo_graph_with_vmap_runs_on_triton():
-    torch._dynamo.reset()
+def test_dynamo_graph_with_vmap_runs_on_triton(fresh_dynamo):
 
     def f(x, y):
         mask = torch.vmap(lambda a, b: a * b + 1.0)(x, y)
@@ -47,4 +46,3 @@ def test_dynamo_graph_with_vmap_runs_on_triton():
     compiled = torch.compile(f, backend="tensorplay_graph", options={"backends": ["triton"]})
     x, y = torch.randn(3, 8), torch.randn(3, 8)
     torch.testing.assert_close(compiled(x, y), f(x, y))
-    torch._dynamo.reset()

@@ -1,4 +1,6 @@
-"""Helpers shared by the capture tests of both frameworks (tests/ is on sys.path)."""
+"""Helpers shared by several test files (tests/ is on sys.path: ``from helpers import ...``)."""
+
+import operator
 
 import numpy as np
 
@@ -47,3 +49,14 @@ def check(fn, *inputs):
 
 def targets(gm, op="call_function"):
     return [n.target for n in gm.graph.nodes if n.op == op]
+
+
+def chain():
+    """``x -> add(x, 1) -> mul(_, 2) -> output``: ``(graph, x, add, mul, output)``."""
+    from tensorplay_graph.ir import Graph
+    g = Graph()
+    x = g.placeholder("x")
+    a = g.call_function(operator.add, (x, 1))
+    b = g.call_function(operator.mul, (a, 2))
+    out = g.output(b)
+    return g, x, a, b, out
