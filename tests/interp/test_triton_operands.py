@@ -1,13 +1,10 @@
 """A Triton kernel never reads a tensor without storage: such calls run the region eagerly."""
 
 import logging
-import os
 
 import pytest
 
 torch = pytest.importorskip("torch")
-if os.environ.get("TRITON_INTERPRET") != "1":
-    pytest.skip("needs TRITON_INTERPRET=1 set before Python starts (scripts/test.sh)", allow_module_level=True)
 
 import tensorplay_graph as tpg  # noqa: E402
 from tensorplay_graph.passes.pipeline import compile_graph  # noqa: E402
