@@ -161,7 +161,8 @@ def node_label(node: Node) -> List[str]:
     kernel = node.meta.get("kernel")
     if kernel is not None:
         backend = getattr(kernel, "backend", None)
-        lines.append(f"kernel {getattr(kernel, 'name', kernel)}" + (f" [{backend}]" if backend else ""))
+        name = getattr(kernel, "name", kernel)
+        lines.append(f"kernel {name}" + (f" [{backend}]" if backend else ""))
         ops = fused_ops(node)
         for i in range(0, len(ops), _OPS_PER_LINE):
             lines.append(("fuses " if i == 0 else "") + ", ".join(ops[i:i + _OPS_PER_LINE]))
@@ -259,7 +260,8 @@ def _add_legend(graphviz: Any, dot: Any, graph: Graph) -> None:
     codes = []
     kernels = False
     for node in graph.nodes:
-        code = _barrier_parts(node.meta["barrier"])[0] if node.meta.get("barrier") is not None else None
+        barrier = node.meta.get("barrier")
+        code = None if barrier is None else _barrier_parts(barrier)[0]
         if code is not None and code not in codes:
             codes.append(code)
         kernels = kernels or node.meta.get("kernel") is not None
@@ -268,10 +270,11 @@ def _add_legend(graphviz: Any, dot: Any, graph: Graph) -> None:
     with dot.subgraph(name="cluster_legend") as sub:
         sub.attr(label="legend", style="rounded", color="#999999", fontsize="10")
         previous = None
-        entries = [(f"barrier: {c}", BARRIER_MEANINGS.get(c, ""), BARRIER_STYLES.get(c, _OTHER_BARRIER))
-                   for c in sorted(codes)]
+        entries = [(f"barrier: {c}", BARRIER_MEANINGS.get(c, ""),
+                    BARRIER_STYLES.get(c, _OTHER_BARRIER)) for c in sorted(codes)]
         if kernels:
-            entries.append(("kernel", "one generated kernel: the ops it fused", NODE_STYLES["kernel"]))
+            entries.append(("kernel", "one generated kernel: the ops it fused",
+                            NODE_STYLES["kernel"]))
         for i, (title, meaning, style) in enumerate(entries):
             key = f"_legend_{i}"
             label = "\\n".join(_escape(t) for t in (title, meaning) if t)
