@@ -145,7 +145,7 @@ def _add_program_arguments(parser: argparse.ArgumentParser) -> None:
 # -- subcommands -----------------------------------------------------------------
 def _run_print(args: argparse.Namespace) -> int:
     gm = capture_from_args(args)
-    sys.stdout.write(f"{gm.graph}\n\n{gm.code}")
+    sys.stdout.write(f"{gm.graph}\n\n{gm.print_readable(print_output=False)}")
     return 0
 
 

@@ -312,6 +312,11 @@ class CompiledFunction:
         self._eager_keys.clear()
         self._families.clear()
 
+    def _repr_html_(self) -> str:
+        """Jupyter shows the plan: a drawing of the latest specialization."""
+        from .drawing import compiled_html
+        return compiled_html(self)
+
     def __repr__(self) -> str:
         return (f"<CompiledFunction {self.__name__}: {len(self.specializations)} "
                 f"specialization(s), limit {self.recompile_limit}, frontend {self.frontend}>")

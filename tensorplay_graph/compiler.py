@@ -51,6 +51,7 @@ from .compiled import CompiledFunction, Specialization
 from .frameworks import device_type, is_tensor
 from .library.registry import keep_opaque_to_dynamo
 from .options import check_backend_names, check_options
+from .progress import progress
 
 logger = logging.getLogger("tensorplay_graph.compile")
 
@@ -94,7 +95,9 @@ def compile(fn_or_module: Optional[Callable[..., Any]] = None, *, backend: Backe
             runner = build_runner(copy_graph_module(fn), args, backends=backends, options=options)
             return Specialization(runner, flat=False)
         from .capture import capture_program
-        captured = capture_program(_with_signature(fn, len(args)), args, kwargs)
+        with progress(f"capturing {getattr(fn, '__name__', type(fn).__name__)}") as step:
+            captured = capture_program(_with_signature(fn, len(args)), args, kwargs)
+            step.detail = f"{len(captured.graph_module.graph)} nodes"
         leaves: list = []
         call_key(args, kwargs, leaves)
         runner = build_runner(captured.graph_module, leaves, backends=backends, options=options)
@@ -215,10 +218,15 @@ def build_runner(gm: Any, example_inputs: Sequence[Any], *, backends: BackendSpe
 def lower_graph(gm: Any, example_inputs: Sequence[Any], backends: Sequence[str],
                 options: Dict[str, Any]) -> Callable[..., Any]:
     """Run the pass pipeline (normalize ... cleanup) and return the executable module."""
-    from .passes.pipeline import compile_graph
+    from .passes.pipeline import PLANNING_PASSES, compile_graph
     backend_options = {name: dict(opts) for name, opts in options.get("backend_options", {}).items()}
+    managers: list = []
     module = compile_graph(gm, tuple(example_inputs), backends=list(backends),
-                           debug_dir=options.get("debug_dir"), backend_options=backend_options)
+                           debug_dir=options.get("debug_dir"), backend_options=backend_options,
+                           manager_out=managers)
+    timings = managers[0].timings
+    planned = [name for name in PLANNING_PASSES if name in timings]
+    logger.info("planning (%s): %.2f s", ", ".join(planned), sum(timings[n] for n in planned))
     if options.get("cuda_graphs"):
         # The whole lowered program is captured, so one call is one graph replay.
         from .backends.triton.launcher import cuda_graph_program

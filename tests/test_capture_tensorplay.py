@@ -10,46 +10,8 @@ import tensorplay.nn as nn  # noqa: E402
 import tensorplay.nn.functional as F  # noqa: E402
 
 import tensorplay_graph as tpg  # noqa: E402
+from helpers import assert_same, check, targets, to_numpy  # noqa: E402
 from tensorplay_graph.capture import NO_EXAMPLE, capture_call, capturing, iter_proxies  # noqa: E402
-
-
-def to_numpy(value):
-    return np.asarray(value.detach().numpy())
-
-
-def assert_same(got, expected, atol=1e-5):
-    if isinstance(expected, (tuple, list)):
-        assert isinstance(got, (tuple, list)) and len(got) == len(expected)
-        for g, e in zip(got, expected):
-            assert_same(g, e, atol)
-    elif isinstance(expected, tp.Tensor):
-        assert tuple(got.shape) == tuple(expected.shape) and got.dtype == expected.dtype
-        np.testing.assert_allclose(to_numpy(got), to_numpy(expected), atol=atol, rtol=1e-5)
-    else:
-        assert got == expected
-
-
-def output_metas(gm):
-    out = gm.graph.output_node().args[0]
-    nodes = out if isinstance(out, (tuple, list)) else (out,)
-    return [n.meta.get("tensor_meta") for n in nodes]
-
-
-def check(fn, *inputs):
-    """Capture fn on inputs; gm and Interpreter(gm) must equal eager; output metas match eager."""
-    gm = tpg.capture(fn, *inputs)
-    expected = fn(*inputs)
-    assert_same(gm(*inputs), expected)
-    assert_same(tpg.Interpreter(gm).run(*inputs), expected)
-    flat = expected if isinstance(expected, (tuple, list)) else (expected,)
-    for meta, value in zip(output_metas(gm), flat):
-        assert meta.shape == tuple(value.shape) and meta.dtype == str(value.dtype).rsplit(".", 1)[-1]
-    gm.graph.lint()
-    return gm
-
-
-def targets(gm, op="call_function"):
-    return [n.target for n in gm.graph.nodes if n.op == op]
 
 
 class MLP(nn.Module):

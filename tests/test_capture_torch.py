@@ -9,38 +9,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import tensorplay_graph as tpg  # noqa: E402
-
-
-def assert_same(got, expected):
-    if isinstance(expected, (tuple, list)):
-        assert isinstance(got, (tuple, list)) and len(got) == len(expected)
-        for g, e in zip(got, expected):
-            assert_same(g, e)
-    elif isinstance(expected, torch.Tensor):
-        assert got.shape == expected.shape and got.dtype == expected.dtype
-        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
-    else:
-        assert got == expected
-
-
-def check(fn, *inputs):
-    """Capture fn on inputs; gm and Interpreter(gm) must equal eager; output metas match eager."""
-    gm = tpg.capture(fn, *inputs)
-    expected = fn(*inputs)
-    assert_same(gm(*inputs), expected)
-    assert_same(tpg.Interpreter(gm).run(*inputs), expected)
-    out = gm.graph.output_node().args[0]
-    nodes = out if isinstance(out, (tuple, list)) else (out,)
-    flat = expected if isinstance(expected, (tuple, list)) else (expected,)
-    for node, value in zip(nodes, flat):
-        meta = node.meta["tensor_meta"]
-        assert meta.shape == tuple(value.shape) and meta.dtype == str(value.dtype).rsplit(".", 1)[-1]
-    gm.graph.lint()
-    return gm
-
-
-def targets(gm, op="call_function"):
-    return [n.target for n in gm.graph.nodes if n.op == op]
+from helpers import assert_same, check, targets  # noqa: E402
 
 
 class MLP(nn.Module):

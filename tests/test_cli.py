@@ -36,7 +36,8 @@ def test_print_shows_table_and_code(program, capsys):
     header = out.splitlines()[0]
     assert header.startswith("name") and "shape" in header
     assert "float32[4x3]" in out and "operator.matmul" in out
-    assert "def forward(self, x, w):" in out and "matmul = x @ w" in out
+    assert 'def forward(self, x: "f32[4, 8]", w: "f32[8, 3]"):' in out
+    assert 'matmul: "f32[4, 3]" = x @ w' in out and "try:" not in out  # print_readable
 
 
 @pytest.mark.parametrize("framework", ["tensorplay", "torch"])
@@ -117,4 +118,4 @@ def test_installed_command(program):
                                        "--input", "8x3"], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
-    assert "relu = matmul.relu()" in result.stdout
+    assert "= matmul.relu()" in result.stdout

@@ -109,13 +109,11 @@ def test_tp_compile_gradients_equal_eager():
     assert_all_close(tp_grads(compiled, x0, w0), tp_grads(tp_program, x0, w0))
 
 
-def test_torch_compile_gradients_equal_eager():
-    torch._dynamo.reset()
+def test_torch_compile_gradients_equal_eager(fresh_dynamo):
     x0, w0 = torch.randn(4, 8), torch.randn(4, 8)
     compiled = torch.compile(torch_program, backend="tensorplay_graph",
                              options={"backends": ["reference"]})
     assert_all_close(torch_grads(compiled, x0, w0), torch_grads(torch_program, x0, w0))
-    torch._dynamo.reset()
 
 
 def test_module_parameters_get_eager_gradients():

@@ -8,11 +8,7 @@ from tensorplay_graph.compiler import torch_backend  # noqa: E402
 from tensorplay_graph.dynamic_shapes import ShapeSpecializingProgram  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def attention_like(x, w):

@@ -15,11 +15,7 @@ from tensorplay_graph.compiler import torch_backend  # noqa: E402
 from tensorplay_graph.passes.normalize import normalize  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def recorded(fn, *args, backends=("reference",)):

@@ -46,7 +46,10 @@ def test_render_draws_clusters_and_barrier_reasons():
     e = tpg.explain(f, X, W, backend="reference")
     source = e.render().source
     assert "cluster_region_0" in source and "cluster_region_1" in source
-    assert "BARRIER custom_op" in source
+    name = "tpg_explain_test_shift"
+    shift = next(line for line in source.splitlines() if line.strip().startswith(name + " "))
+    reason = e.barriers[name].split(": ", 1)[1]  # "code: reason"
+    assert "barrier: custom_op" in shift and f'tooltip="{reason}"' in shift
 
 
 def test_triton_plan_on_cpu():

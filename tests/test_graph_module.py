@@ -2,6 +2,7 @@
 edits showing up in .code and results, attributes, linecache tracebacks, call overhead."""
 
 import linecache
+import math
 import operator
 import traceback
 
@@ -285,3 +286,48 @@ def test_deepcopy_is_independent():
     clone.k = [5]
     assert clone([1]) == [1, 5] and gm(1) == [2]
     clone.graph.lint()
+
+
+def test_print_readable_is_fx_style():
+    from tensorplay_graph.ir import TensorMeta
+    g = Graph()
+    x = g.placeholder("x")
+    x.meta["tensor_meta"] = TensorMeta((4, 8), "float32")
+    n = g.call_function(operator.neg, (x,), name="n")
+    n.meta["tensor_meta"] = TensorMeta((4, 8), "bfloat16")
+    pair = g.call_function(divmod, (n, 2), name="pair")
+    pair.meta["tensor_meta"] = (TensorMeta((4,), "int64"), TensorMeta((), "bool"))
+    g.output(g.call_function(operator.getitem, (pair, 0)))
+    text = GraphModule({}, g).print_readable(print_output=False)
+    assert 'def forward(self, x: "f32[4, 8]"):' in text
+    assert 'n: "bf16[4, 8]" = -x' in text
+    assert 'pair: "(i64[4], b8[])" = divmod(n, 2)' in text
+    assert "try:" not in text and "_tpg_" not in text and "del " not in text
+    assert "getitem = pair[0]" in text  # no meta, no annotation
+
+
+def test_readable_names_and_no_enum_repr_leak():
+    import enum
+
+    class DType(enum.Enum):
+        undefined = 22
+
+        def __str__(self):
+            return "mylib.undefined"
+
+    g = Graph()
+    x = g.placeholder("x")
+    g.output(g.call_function(math.fsum, (x, DType.undefined)))
+    gm = GraphModule({}, g)
+    assert "math.fsum(x, mylib.undefined)" in gm.print_readable(print_output=False)
+    assert "<DType" not in str(g) and "mylib.undefined" in str(g)
+    assert "DType" in gm.code or "undefined" in gm.code  # the executable code still binds it
+
+
+def test_tensorplay_program_reads_cleanly():
+    tp = pytest.importorskip("tensorplay")
+    from tensorplay_graph import capture
+    gm = capture(lambda x: tp.softmax(tp.relu(x) * 2.0, dim=-1), tp.randn(4, 8))
+    text = gm.print_readable(print_output=False)
+    assert 'x: "f32[4, 8]"' in text and "tensorplay.functional.relu(x)" in text
+    assert "<DType" not in text + str(gm.graph)

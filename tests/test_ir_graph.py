@@ -5,16 +5,8 @@ import operator
 import pytest
 
 from tensorplay_graph.errors import GraphLintError
+from helpers import chain
 from tensorplay_graph.ir import Graph, GraphModule, Namespace, map_aggregate, map_arg, sanitize
-
-
-def chain():
-    g = Graph()
-    x = g.placeholder("x")
-    a = g.call_function(operator.add, (x, 1))
-    b = g.call_function(operator.mul, (a, 2))
-    out = g.output(b)
-    return g, x, a, b, out
 
 
 def test_builders_and_users_are_exact():

@@ -37,11 +37,7 @@ def program(x, y):
     return (z - z.mean(dim=-1, keepdim=True)) * 0.5, h.sum()
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def test_entry_point_is_declared_by_the_installed_package():

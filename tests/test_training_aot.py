@@ -75,12 +75,12 @@ def mlp():
     return nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 8), nn.LayerNorm(8), nn.ReLU())
 
 
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+
+
 @pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
+def seeded():
     torch.manual_seed(0)
-    yield
-    torch._dynamo.reset()
 
 
 def grads(model, fn, x, steps=1):

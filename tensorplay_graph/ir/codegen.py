@@ -21,6 +21,7 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+import sys
 from typing import Any, Dict, List
 
 from ..errors import GraphLintError
@@ -186,6 +187,63 @@ class _Emitter:
         return f"{self.function_name(target)}({self.call_args(args, kwargs)})"
 
 
+class _ReadableEmitter(_Emitter):
+    """Names functions and constants as a reader would write them (``torch.relu``,
+    ``tensorplay.float32``); the text is for reading, not for ``exec``."""
+
+    def global_name(self, value: Any, hint: str) -> str:
+        return readable_name(value) if callable(value) else _readable_constant(value)
+
+_DTYPE_ABBREVIATIONS = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
+                        "uint8": "u8", "int8": "i8", "int16": "i16", "int32": "i32",
+                        "int64": "i64", "bool": "b8", "complex64": "c64", "complex128": "c128"}
+
+
+def readable_name(target: Any) -> str:
+    """``module.name`` when the module exports ``target`` under that name (``torch.relu``,
+    not ``torch._VariableFunctionsClass.relu``), else :func:`target_name`."""
+    module, name = getattr(target, "__module__", None), getattr(target, "__name__", None)
+    qualname = op_qualname(target)
+    if qualname is not None:  # a custom op: ops.<namespace>.<name>
+        return "ops." + qualname.replace("::", ".")
+    if module and isinstance(name, str) and module not in ("builtins", "_operator"):
+        if getattr(sys.modules.get(module), name, None) is target:
+            return f"{module}.{name}"
+    return target_name(target)
+
+
+def op_qualname(target: Any) -> Any:
+    """``"namespace::name"`` of a registered operator, else ``None``."""
+    for attr in ("__qualname__", "__name__", "_qualname", "qualname"):
+        value = getattr(target, attr, None)
+        if isinstance(value, str) and "::" in value:
+            return value
+    return None
+
+
+def _readable_constant(value: Any) -> str:
+    """``str`` of a constant when it reads as a name (``tensorplay.undefined``), never an
+    ``<Enum.member: 22>`` repr."""
+    text = _constant_hint(value)
+    return text if all(is_identifier(part) for part in text.split(".")) else f"<{type(value).__name__}>"
+
+
+def meta_annotation(meta: Any) -> str:
+    """fx-style type text of a ``tensor_meta``: ``f32[4, 8]``, tuples as ``(f32[4], i64[])``."""
+    if isinstance(meta, (tuple, list)):
+        return "(" + ", ".join(meta_annotation(m) for m in meta) + ")"
+    shape = getattr(meta, "shape", None)
+    if shape is None:
+        return ""
+    dtype = str(getattr(meta, "dtype", ""))
+    return f"{_DTYPE_ABBREVIATIONS.get(dtype, dtype)}[{', '.join(str(s) for s in shape)}]"
+
+
+def _annotated(node: Node, readable: bool) -> str:
+    text = meta_annotation(node.meta.get("tensor_meta")) if readable else ""
+    return f'{node.name}: "{text}"' if text else node.name
+
+
 def _deletions(nodes: List[Node]) -> Dict[Node, List[str]]:
     """Values to ``del`` after each node: those it reads for the last time.
 
@@ -206,14 +264,16 @@ def _deletions(nodes: List[Node]) -> Dict[Node, List[str]]:
 
 
 def generate(graph: Any, delete_after_last_use: bool = True,
-             annotate_errors: bool = False) -> PythonCode:
+             annotate_errors: bool = False, readable: bool = False) -> PythonCode:
     """Source of ``def forward(self, <placeholders>)`` for ``graph``.
 
     ``annotate_errors`` wraps the body so an exception gets a note from the
     global ``_tpg_annotate(exc)`` (bound by ``GraphModule.recompile``); the
     ``line_to_node`` map of the result maps source lines to node names.
+    ``readable`` is for people (``print_readable``): fx-style shape annotations
+    (``add: "f32[4, 8]" = x + y``) and functions / constants by their public names.
     """
-    emitter = _Emitter(graph)
+    emitter = _ReadableEmitter(graph) if readable else _Emitter(graph)
     nodes = list(graph.nodes)
     deletions = _deletions(nodes) if delete_after_last_use else {}
     params: List[str] = ["self"]
@@ -224,7 +284,7 @@ def generate(graph: Any, delete_after_last_use: bool = True,
     for node in nodes:
         if node.op == "placeholder":
             default = f"={emitter.render(node.args[0])}" if node.args else ""
-            params.append(node.name + default)
+            params.append(_annotated(node, readable) + default)
             continue
         if node.op == "output":
             returned = emitter.render(node.args[0]) if node.args else "None"
@@ -233,7 +293,7 @@ def generate(graph: Any, delete_after_last_use: bool = True,
         if stack and stack != last_stack:  # one comment per user line, not per node
             body.append(f"# {_one_line(stack)}")
         last_stack = stack
-        body.append(f"{node.name} = {emitter.expression(node)}")
+        body.append(f"{_annotated(node, readable)} = {emitter.expression(node)}")
         line_to_node[len(body) + (2 if annotate_errors else 1)] = node.name  # def (+ try) lines
         if node in deletions:
             body.append(f"del {', '.join(deletions[node])}")

@@ -220,8 +220,12 @@ class GraphModule:
 
     # -- display ------------------------------------------------------------------
     def print_readable(self, print_output: bool = True) -> str:
-        """The module as a readable class definition; written to stdout when ``print_output``."""
-        body = "".join(f"    {line}\n" for line in self.code.splitlines())
+        """The module as a readable class definition, like ``torch.fx``'s: shapes as
+        annotations (``add: "f32[4, 8]" = x + y``), no error-annotation wrapper and no
+        ``del`` lines. Written to stdout when ``print_output``."""
+        from .codegen import generate
+        code = generate(self._graph, delete_after_last_use=False, readable=True)
+        body = "".join(f"    {line}\n" for line in code.splitlines())
         text = f"class {type(self).__name__}:\n{body}"
         if print_output:
             sys.stdout.write(text)  # explicit user request to print, like torch.fx

@@ -364,4 +364,8 @@ def _format_arg(a: Any) -> str:
         return f"slice({_format_arg(a.start)}, {_format_arg(a.stop)}, {_format_arg(a.step)})"
     if callable(a) and not isinstance(a, type):
         return target_name(a)
-    return repr(a)
+    text = repr(a)
+    if text.startswith("<"):  # enum members (<DType.undefined: 22>) read better as str()
+        plain = str(a)
+        return plain if plain and not plain.startswith("<") and len(plain) <= 60 else text
+    return text

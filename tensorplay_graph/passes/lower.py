@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..errors import LoweringError
 from ..ir.node import Node, map_aggregate, map_arg
+from ..progress import tracked
 from .partition import regions_from_meta
 
 __all__ = ["lower", "region_subgraph", "RegionGraph"]
@@ -200,7 +201,7 @@ def lower(gm, regions: Optional[Sequence] = None, backends: Optional[Sequence] =
     table = _backend_table(backends)
     kernels = {}
     failed = set()
-    for region in [*regions, *alone]:
+    for region in tracked([*regions, *alone], "building kernels"):
         backend = table.get(region.backend) or get_backend(region.backend)
         try:
             kernel = _compile(region, backend)

@@ -207,3 +207,22 @@ def run_many(programs: List[Program], backend: str, shrink_s: float = 30.0,
         if on_failure:
             on_failure(small, small_outcome, repro)
     return stats
+
+
+def run_and_report(label: str, programs: List[Program], backend: str, shrink_s: float,
+                   shrink_total_s: float) -> dict:
+    """``run_many`` for a test: fails it (with every minimal repro) on a mismatch or a crash,
+    or when fewer than 90% of the programs ran (generation runs every statement eagerly, so
+    skips mean the generator broke). Returns the counts."""
+    import pytest
+
+    stats = run_many(programs, backend, shrink_s=shrink_s,
+                     deadline=time.monotonic() + shrink_total_s)
+    n = len(programs)
+    assert stats["programs"] >= 0.9 * n, f"only {stats['programs']} of {n} programs ran: {stats}"
+    if stats["failures"]:
+        repros = "\n\n".join(f"#### {o.status}: {o.detail}\n{src}" for o, src in stats["failures"])
+        pytest.fail(f"{label}: {stats['mismatches']} mismatches and {stats['crashes']} crashes "
+                    f"in {stats['programs']} programs; minimal repros (see "
+                    f"tests/fuzz/FINDINGS.md):\n\n{repros}", pytrace=False)
+    return stats

@@ -8,11 +8,10 @@ repro, and the assertion message lists them. Triton runs in tests/interp/test_fu
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
-from fuzz_check import run_many
+from fuzz_check import run_and_report
 from fuzz_gen import generate
 
 #: Programs per cell in CI (cold TileLang compiles cost seconds each: it gets fewer).
@@ -40,15 +39,7 @@ def fuzz_cell(framework: str, backend: str) -> None:
     every = BIG_EVERY.get(backend, 0)
     programs = [generate(seed, framework, big=bool(every) and seed % every == 0)
                 for seed in range(start, start + n)]
-    deadline = time.monotonic() + SHRINK_TOTAL_S
-    stats = run_many(programs, backend, shrink_s=SHRINK_S, deadline=deadline)
-    # Generation runs every statement eagerly, so skips mean the generator broke.
-    assert stats["programs"] >= 0.9 * n, f"only {stats['programs']} of {n} programs ran: {stats}"
-    if stats["failures"]:
-        repros = "\n\n".join(f"#### {o.status}: {o.detail}\n{src}" for o, src in stats["failures"])
-        pytest.fail(f"{framework}/{backend}: {stats['mismatches']} mismatches and "
-                    f"{stats['crashes']} crashes in {stats['programs']} programs; minimal repros "
-                    f"(see tests/fuzz/FINDINGS.md):\n\n{repros}", pytrace=False)
+    run_and_report(f"{framework}/{backend}", programs, backend, SHRINK_S, SHRINK_TOTAL_S)
 
 
 @pytest.mark.parametrize("framework", frameworks())

@@ -12,6 +12,7 @@ import json
 import logging
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ...progress import tracked
 from . import cache
 from .gemm import GemmDesc, GemmKernel, TileConfig, candidates_for, heuristic_config
 
@@ -68,7 +69,8 @@ def sweep(desc: GemmDesc, candidates: Optional[Sequence[TileConfig]] = None,
     """(config, median ms) for each candidate that builds; failures are logged and skipped."""
     a, b, ep = _inputs(desc)
     results = []
-    for cfg in candidates or candidates_for(desc)[:SWEEP_SIZE]:
+    for cfg in tracked(candidates or candidates_for(desc)[:SWEEP_SIZE],
+                       f"autotuning GEMM {desc.M}x{desc.N}x{desc.K} {desc.dtype}", unit="config"):
         try:
             kernel = GemmKernel(desc, cfg).build()
             results.append((cfg, time_kernel(kernel, (a, b, *ep), reps)))
