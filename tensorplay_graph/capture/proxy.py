@@ -185,12 +185,12 @@ _RESOLVERS: dict = {}
 
 
 def _resolver(framework: str) -> Any:
-    """``frameworks.<framework>.resolve_function``, imported on first use (once per node)."""
+    """``capture.hooks.<framework>.resolve_function``, imported on first use (once per node)."""
     found = _RESOLVERS.get(framework)
     if found is None:
-        from ..frameworks import adapter
+        from .hooks import hooks_for
 
-        found = _RESOLVERS[framework] = adapter(framework).resolve_function
+        found = _RESOLVERS[framework] = hooks_for(framework).resolve_function
     return found
 
 

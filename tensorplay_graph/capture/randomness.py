@@ -20,10 +20,9 @@ call on, whatever other threads do.
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..frameworks import adapter, is_tensor
+from ..frameworks import adapter_for, registered
 from ..ir.node import map_arg
 from .context import ACTIVE_TRACER, iter_proxies
 
@@ -90,7 +89,7 @@ def _random_prim(node: Any) -> Any:
     target = node.target
     if node.op == "call_function":
         module = getattr(target, "__module__", None) or "tensorplay"  # TensorPlay's C functions
-        if module.split(".")[0] not in ("torch", "tensorplay"):
+        if module.split(".")[0] not in registered():
             return None
         target = getattr(target, "__name__", None)
     if not isinstance(target, str):
@@ -104,8 +103,4 @@ def _random_prim(node: Any) -> Any:
 
 def zeros_like_meta(meta: Any, framework: str) -> Any:
     """A zero tensor with ``meta``'s shape, dtype and device."""
-    module = sys.modules[framework]
-    dtype = getattr(module, meta.dtype)
-    if framework == "torch":
-        return module.zeros(meta.shape, dtype=dtype, device=meta.device)
-    return module.zeros(meta.shape, dtype=dtype)
+    return adapter_for(framework).zeros(meta.shape, meta.dtype, device=meta.device)
