@@ -117,6 +117,11 @@ class FrameworkAdapter(ABC):
     def _device_kw(self, device: Any) -> dict:
         return {} if device is None else {"device": device}
 
+    def randn(self, shape: Sequence[int], dtype: str, device: Any = None, generator: Any = None) -> Any:
+        """Standard-normal samples; from ``generator`` (see ``generator()``) when given."""
+        extra = {} if generator is None else {"generator": generator}
+        return self.module.randn(*shape, dtype=self.dtype(dtype), **self._device_kw(device), **extra)
+
     def from_numpy(self, array: Any) -> Any:
         return self.module.from_numpy(array)
 

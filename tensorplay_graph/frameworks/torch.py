@@ -118,8 +118,20 @@ class TorchAdapter(FrameworkAdapter):
         event = self.module.cuda.Event
         return event(enable_timing=True), event(enable_timing=True)
 
-    def synchronize(self) -> None:
-        self.module.cuda.synchronize()
+    @contextlib.contextmanager
+    def side_stream(self) -> Iterator[None]:
+        """Run the body on a fresh CUDA stream ordered after, and before, the current one."""
+        cuda = self.module.cuda
+        stream = cuda.Stream()
+        stream.wait_stream(cuda.current_stream())
+        with cuda.stream(stream):
+            yield
+        cuda.current_stream().wait_stream(stream)
+
+    def cuda_graph(self) -> Tuple[Any, ContextManager[Any]]:
+        """``(graph, context capturing into it)``: replay the work with ``graph.replay()``."""
+        graph = self.module.cuda.CUDAGraph()
+        return graph, self.module.cuda.graph(graph)
 
 
 ADAPTER = TorchAdapter()
