@@ -82,14 +82,8 @@ def framework_of(value: Any) -> Optional[str]:
 
 def _framework_of_type(value: Any) -> Optional[str]:
     for name in _ADAPTER_MODULES:
-        adapter = _adapter(name)
-        if adapter.loaded():
-            try:
-                tensor_class = adapter.tensor_type()
-            except AttributeError:  # the framework is still being imported
-                continue
-            if isinstance(value, tensor_class):
-                return name
+        if _adapter(name).is_tensor(value):
+            return name
     return None
 
 
@@ -162,3 +156,7 @@ def private_copy(value: Any) -> Any:
     """A detached copy of a tensor (writes to it never reach ``value``); other values unchanged."""
     framework = framework_of(value)
     return value if framework is None else _adapter(framework).clone(value)
+
+
+def __dir__() -> list:
+    return list(__all__)

@@ -70,6 +70,21 @@ class FrameworkAdapter(ABC):
     def tensor_type(self) -> type:
         return self.module.Tensor
 
+    def is_tensor(self, value: Any) -> bool:
+        """True for a tensor of this framework (asked without importing the framework)."""
+        if not self.loaded():
+            return False
+        try:
+            tensor_class = self.tensor_type()
+        except AttributeError:  # the framework is still being imported
+            return False
+        return isinstance(value, tensor_class)
+
+    def tensor_meta(self, tensor: Any) -> Any:
+        """The ``TensorMeta`` of a real tensor (shared, interned: ``frameworks.tensor_meta``)."""
+        from . import tensor_meta
+        return tensor_meta(tensor)
+
     def module_type(self) -> type:
         """The framework's ``nn.Module`` class."""
         return self.module.nn.Module
