@@ -190,7 +190,7 @@ _TENSORPLAY_OPMATH_SCALAR_OPS = frozenset({"pow"})
 
 def region_framework(region: Region) -> str:
     """``"torch"`` / ``"tensorplay"``: whose eager semantics the region's code follows."""
-    from ..passes.normalize import graph_framework
+    from ..frameworks.graphs import graph_framework
 
     graph = getattr(region.nodes[0], "graph", None) if region.nodes else None
     return graph_framework(graph) if graph is not None else "torch"

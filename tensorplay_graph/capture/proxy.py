@@ -195,7 +195,7 @@ def _resolver(framework: str) -> Any:
 
 
 def _dispatch(resolved: Any) -> Any:
-    """Record a call resolved by a framework adapter: ``(kind, target, args, kwargs)``.
+    """Record a call resolved by a framework's trace hooks: ``(kind, target, args, kwargs)``.
 
     ``kind`` ``"operator"`` means: apply the Python operator ``target`` to the
     args with real tensors lifted to constants, so the proxy's own operator

@@ -3,8 +3,8 @@
 A call like ``torch.rand(3, 4)`` or ``tensorplay.randn(x.shape)`` holds no
 proxy, so no tensor hook sees it: run eagerly, it would be one draw frozen into
 the graph as a ``get_attr`` constant, and every call of the compiled program
-would return the same "random" values. Each framework adapter therefore
-installs a function mode for the duration of a trace (``random_mode``) that
+would return the same "random" values. Each framework's trace hooks therefore
+install a function mode for the duration of a trace (``random_mode``) that
 sends such calls here, to be recorded as a ``call_function`` node (a ``random``
 barrier once normalized). Deterministic factories (``zeros``, ``arange``) are
 left alone: a constant is the right answer for them.

@@ -45,6 +45,10 @@ class FrameworkAdapter(ABC):
         """True when ``module_name`` is the framework's module or one of its submodules."""
         return module_name == self.name or module_name.startswith(self.name + ".")
 
+    def defines(self, target: Any) -> bool:
+        """True when a graph's call target is one of the framework's callables."""
+        return self.owns(getattr(target, "__module__", None) or "")
+
     def loaded_module(self, module_name: str) -> Optional[ModuleType]:
         """The framework's submodule ``module_name`` if already imported, else None (no import)."""
         if not self.owns(module_name):

@@ -20,6 +20,11 @@ class TensorPlayAdapter(FrameworkAdapter):
     def scalar_types(self) -> Tuple[type, ...]:
         return (self.module.DType,)
 
+    def defines(self, target: Any) -> bool:
+        # Native tensor methods report no module: their class (TensorBase) names them.
+        qualname = getattr(target, "__qualname__", "") or ""
+        return super().defines(target) or qualname.startswith("TensorBase.")
+
     def is_tracer_proxy_type(self, tensor_class: type) -> bool:
         """TensorPlay's own tracer proxies, which must never be probed as tensors."""
         return "Proxy" in tensor_class.__name__

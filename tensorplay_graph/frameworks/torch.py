@@ -19,6 +19,10 @@ __all__ = ["TorchAdapter", "ADAPTER"]
 class TorchAdapter(FrameworkAdapter):
     name = "torch"
 
+    def defines(self, target: Any) -> bool:
+        # Any torch* module: torch's own submodules and the _C bindings alike.
+        return (getattr(target, "__module__", None) or "").startswith("torch")
+
     def scalar_types(self) -> Tuple[type, ...]:
         return (self.module.dtype, self.module.device)
 
@@ -36,9 +40,6 @@ class TorchAdapter(FrameworkAdapter):
             return torch.empty_strided(shape, tuple(stride), dtype=getattr(torch, dtype),
                                        **self._device_kw(device)).zero_()
         return torch.zeros(shape, dtype=getattr(torch, dtype), **self._device_kw(device))
-
-    def empty_like(self, tensor: Any) -> Any:
-        return self.module.empty_like(tensor)
 
     def has_symbolic_sizes(self, tensor: Any) -> bool:
         """True when a (fake) tensor's sizes or strides hold SymInts (Dynamo dynamic shapes).

@@ -70,7 +70,7 @@ def _cpu_eager_quirk(node: Any, prim: str, tm: Any) -> Optional[str]:
     semantics the templates follow, or None."""
     if prim == "gelu" and tm.device_type == "cpu" and tm.dtype in ("float32", "bfloat16") and \
             node.meta["prim_args"].get("approximate", "none") == "none":
-        from ...passes.normalize import graph_framework
+        from ...frameworks.graphs import graph_framework
 
         graph = getattr(node, "graph", None)
         if graph is None or graph_framework(graph) == "torch":
@@ -224,7 +224,7 @@ class TritonBackend:
 def _eager_guard(region: Region):
     """Wraps a region's run so operands no kernel may read run the region eagerly."""
     from ...ir import GraphModule
-    from ...passes.lower import region_subgraph
+    from ..base import region_subgraph
     eager = GraphModule({}, region_subgraph(region))
     return lambda run: eager_fallback(run, eager, f"triton region {region.id} "
                                                   f"({', '.join(region.names)})")
