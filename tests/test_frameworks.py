@@ -89,6 +89,16 @@ def test_fork_rng_restores_the_stream(fw):
     assert module.rand(4).tolist() == after
 
 
+def test_private_generator_leaves_the_global_stream(fw):
+    name, module, adapter = fw
+    module.manual_seed(5)
+    want = module.rand(3).tolist()
+    module.manual_seed(5)
+    first = adapter.randn((4,), "float32", generator=adapter.generator(None, 1)).tolist()
+    assert module.rand(3).tolist() == want
+    assert adapter.randn((4,), "float32", generator=adapter.generator(None, 1)).tolist() == first
+
+
 def test_types_and_default_float(fw):
     name, module, adapter = fw
     assert adapter.tensor_type() is module.Tensor and adapter.module_type() is module.nn.Module

@@ -192,6 +192,12 @@ class FrameworkAdapter(ABC):
     def fork_rng(self) -> ContextManager[Any]:
         """Restore the framework's random state on exit."""
 
+    def generator(self, device: Any, seed: int) -> Any:
+        """A private random generator seeded with ``seed`` (the global stream is left alone)."""
+        generator = self.module.Generator(**self._device_kw(device))
+        generator.manual_seed(seed)
+        return generator
+
     # -- custom ops, profiler, native dispatcher -----------------------------------------
 
     def device_probe(self, slow: Any) -> Callable[[Any], Any]:

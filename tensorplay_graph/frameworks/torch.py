@@ -64,10 +64,6 @@ class TorchAdapter(FrameworkAdapter):
         with torch.random.fork_rng(devices=devices):
             yield
 
-    def generator(self, device: str, seed: int) -> Any:
-        """A private random generator on ``device`` (the global stream is left alone)."""
-        return self.module.Generator(device=device).manual_seed(seed)
-
     # -- custom ops and the profiler -----------------------------------------------------
 
     def device_probe(self, slow: Any) -> Callable[[Any], Any]:
