@@ -6,13 +6,15 @@ Every call into an eager framework goes through its adapter
 with neither framework present, so tensors are recognised without importing one: if a
 framework was never imported, no value can be one of its tensors.
 
-Adding a framework: one adapter module defining ``ADAPTER`` (and its capture hooks in
-``capture/hooks/<name>.py``), listed in ``_ADAPTER_MODULES``.
+Adding a framework: one module in this package assigning a ``FrameworkAdapter`` to
+``ADAPTER`` (found by :func:`registered`, nothing to list), and its trace hooks in
+``capture/hooks/<name>.py``.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from typing import Any, Dict, Optional, Tuple, Union
 
 from ..ir.meta import TensorMeta
@@ -21,26 +23,31 @@ from .base import FrameworkAdapter
 __all__ = ["FrameworkAdapter", "adapter_for", "registered", "loaded", "framework_of",
            "is_tensor", "dtype_name", "device_type", "tensor_meta", "private_copy"]
 
-#: framework name -> the module defining its ``ADAPTER``; detection asks them in this order.
-_ADAPTER_MODULES: Dict[str, str] = {
-    "tensorplay": f"{__name__}.tensorplay",
-    "torch": f"{__name__}.torch",
-}
+#: framework name -> its adapter, filled once from this package's modules (by name order).
 _ADAPTERS: Dict[str, FrameworkAdapter] = {}
+
+
+def _discover() -> Dict[str, FrameworkAdapter]:
+    if not _ADAPTERS:
+        found = {}
+        for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+            adapter = getattr(importlib.import_module(f"{__name__}.{info.name}"), "ADAPTER", None)
+            if isinstance(adapter, FrameworkAdapter):
+                found[adapter.name] = adapter
+        _ADAPTERS.update(found)  # at once: another thread never sees half the adapters
+    return _ADAPTERS
 
 
 def registered() -> Tuple[str, ...]:
     """The names of every framework with an adapter (imported or not)."""
-    return tuple(_ADAPTER_MODULES)
+    return tuple(_discover())
 
 
 def _adapter(name: str) -> FrameworkAdapter:
-    found = _ADAPTERS.get(name)
+    found = _ADAPTERS.get(name) or _discover().get(name)
     if found is None:
-        if name not in _ADAPTER_MODULES:
-            raise ValueError(f"no framework adapter for {name!r}; known frameworks: "
-                             f"{', '.join(_ADAPTER_MODULES)} (add one in tensorplay_graph/frameworks/)")
-        found = _ADAPTERS[name] = importlib.import_module(_ADAPTER_MODULES[name]).ADAPTER
+        raise ValueError(f"no framework adapter for {name!r}; known frameworks: "
+                         f"{', '.join(_ADAPTERS)} (add one in tensorplay_graph/frameworks/)")
     return found
 
 
@@ -54,13 +61,13 @@ def adapter_for(value_or_name: Union[str, Any]) -> FrameworkAdapter:
     name = framework_of(value_or_name)
     if name is None:
         raise ValueError(f"{type(value_or_name).__name__} is not a tensor of a known framework "
-                         f"({', '.join(_ADAPTER_MODULES)}); pass a tensor or a framework name")
+                         f"({', '.join(registered())}); pass a tensor or a framework name")
     return _adapter(name)
 
 
 def loaded() -> Tuple[str, ...]:
     """The frameworks imported so far (no value can be a tensor of the others)."""
-    return tuple(name for name in _ADAPTER_MODULES if _adapter(name).loaded())
+    return tuple(name for name, adapter in _discover().items() if adapter.loaded())
 
 
 #: type -> its framework (or None). Sound to keep: a type that existed before a
@@ -81,8 +88,8 @@ def framework_of(value: Any) -> Optional[str]:
 
 
 def _framework_of_type(value: Any) -> Optional[str]:
-    for name in _ADAPTER_MODULES:
-        if _adapter(name).is_tensor(value):
+    for name, adapter in _discover().items():
+        if adapter.is_tensor(value):
             return name
     return None
 
