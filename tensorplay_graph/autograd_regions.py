@@ -13,10 +13,9 @@ decided per call and logged once per process.
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Any, Callable, Iterable, Optional
 
-from .frameworks import framework_of, is_tensor
+from .frameworks import adapter_for, framework_of, is_tensor
 
 logger = logging.getLogger("tensorplay_graph.compile")
 
@@ -25,9 +24,8 @@ _policy_logged = False
 
 def grad_enabled(framework: str) -> bool:
     """The framework's global grad mode (``True`` if it was never imported)."""
-    module = sys.modules.get(framework)
-    check = getattr(module, "is_grad_enabled", None)
-    return bool(check()) if callable(check) else True
+    adapter = adapter_for(framework)
+    return adapter.is_grad_enabled() if adapter.loaded() else True
 
 
 def _grad_mode_of(values: Iterable[Any]) -> Callable[[], bool]:
@@ -35,8 +33,7 @@ def _grad_mode_of(values: Iterable[Any]) -> Callable[[], bool]:
     for value in values:
         framework = framework_of(value)
         if framework is not None:
-            check = getattr(sys.modules.get(framework), "is_grad_enabled", None)
-            return check if callable(check) else (lambda: True)
+            return adapter_for(framework).grad_mode_query()
     return lambda: True
 
 

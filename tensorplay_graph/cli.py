@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from .errors import TensorPlayGraphError
+from .frameworks import adapter_for, registered
 from .ir.meta import ALL_DTYPES, INTEGER_DTYPES
 
 
@@ -109,13 +110,8 @@ def make_input(shape: Tuple[int, ...], dtype: str, framework: str, seed: int) ->
         data = rng.standard_normal(size=shape).astype(np.float32)
         if dtype.startswith("complex"):
             data = data.astype(dtype)
-    if framework == "torch":
-        import torch
-        tensor = torch.from_numpy(np.ascontiguousarray(data))
-        return tensor.to(getattr(torch, dtype))
-    import tensorplay as tp
-    tensor = tp.from_numpy(np.ascontiguousarray(data))
-    return tensor.to(getattr(tp, dtype))
+    adapter = adapter_for(framework)
+    return adapter.from_numpy(np.ascontiguousarray(data)).to(adapter.dtype(dtype))
 
 
 def program_from_args(args: argparse.Namespace) -> Tuple[Any, list]:
@@ -138,7 +134,7 @@ def _add_program_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="FILE.py:FN", help="the function or module to capture")
     parser.add_argument("--input", action="append", default=[], metavar="SHAPE[:DTYPE]",
                         help="one example input, e.g. 4x8:float32 (repeat per argument)")
-    parser.add_argument("--framework", choices=("tensorplay", "torch"), default="tensorplay",
+    parser.add_argument("--framework", choices=registered(), default="tensorplay",
                         help="tensor library of the random inputs (default: tensorplay)")
 
 

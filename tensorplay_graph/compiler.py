@@ -39,16 +39,14 @@ through eager dispatch when grad is needed (:mod:`tensorplay_graph.autograd_regi
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import logging
-import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .autograd_regions import GraphRunner, graph_constants
 from .capture.structure import call_key
 from .compiled import CompiledFunction, Specialization
-from .frameworks import device_type, is_tensor
+from .frameworks import adapter_for, device_type, is_tensor, loaded
 from .library.registry import keep_opaque_to_dynamo
 from .options import check_backend_names, check_options
 from .progress import progress
@@ -121,21 +119,18 @@ def framework_frontend(fn: Any, error: Exception, backends: BackendSpec,
     options = dict(options)
     if backends != AUTO:
         options.setdefault("backends", list(backends))
-    if framework == "torch":
-        import torch
-        return "dynamo", torch.compile(fn, backend=torch_backend, options=options, dynamic=dynamic)
-    if framework == "tensorplay":
-        import tensorplay
-        return "tensorplay", tensorplay.compile(fn, backend=tensorplay_backend, options=options)
-    raise error
+    frontends = {"torch": ("dynamo", torch_backend), "tensorplay": ("tensorplay", tensorplay_backend)}
+    if framework not in frontends:
+        raise error
+    frontend, backend = frontends[framework]
+    return frontend, adapter_for(framework).compile(fn, backend, options, dynamic)
 
 
 def _framework_of_program(fn: Any) -> Optional[str]:
     """The framework of the module (or the module a bound method belongs to) being compiled."""
     owner = getattr(fn, "__self__", fn)
-    for name in ("tensorplay", "torch"):
-        module = sys.modules.get(name)
-        if module is not None and isinstance(owner, module.nn.Module):
+    for name in loaded():
+        if isinstance(owner, adapter_for(name).module_type()):
             return name
     return None
 
@@ -353,11 +348,7 @@ def _device_of(values: Sequence[Any]) -> str:
 
 
 def _cuda_available() -> bool:
-    torch = sys.modules.get("torch")
-    if torch is None and importlib.util.find_spec("torch") is None:
-        return False
-    import torch
-    return bool(torch.cuda.is_available())
+    return adapter_for("torch").cuda_available()
 
 
 def _attr(gm: Any, qualname: str) -> Any:

@@ -31,7 +31,7 @@ import logging
 from collections import OrderedDict
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from .frameworks import framework_of, tensor_meta
+from .frameworks import adapter_for, framework_of, tensor_meta
 from .ir.meta import TensorMeta
 
 logger = logging.getLogger("tensorplay_graph.compile")
@@ -55,10 +55,8 @@ def has_symbols(value: Any) -> bool:
         return True
     if isinstance(value, (tuple, list)):
         return any(has_symbols(v) for v in value)
-    if framework_of(value) == "torch":
-        from .frameworks.torch import has_symbolic_sizes
-        return has_symbolic_sizes(value)
-    return False
+    framework = framework_of(value)
+    return framework is not None and adapter_for(framework).has_symbolic_sizes(value)
 
 
 def is_symbolic_graph(gm: Any) -> bool:

@@ -5,14 +5,15 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tensorplay_graph as tpg  # noqa: E402
-from tensorplay_graph.frameworks import torch as torch_adapter  # noqa: E402
+from tensorplay_graph.frameworks import adapter_for  # noqa: E402
 
 
 @pytest.fixture
 def clones(monkeypatch):
     calls = []
-    real = torch_adapter.clone
-    monkeypatch.setattr(torch_adapter, "clone", lambda t: calls.append(t) or real(t))
+    adapter = adapter_for("torch")
+    real = adapter.clone
+    monkeypatch.setattr(adapter, "clone", lambda t: calls.append(t) or real(t))
     return calls
 
 

@@ -12,6 +12,7 @@ PACKAGES = [
     "tensorplay_graph", "tensorplay_graph.ir", "tensorplay_graph.capture",
     "tensorplay_graph.library", "tensorplay_graph.passes", "tensorplay_graph.backends",
     "tensorplay_graph.backends.triton", "tensorplay_graph.backends.tilelang",
+    "tensorplay_graph.frameworks",
 ]
 
 

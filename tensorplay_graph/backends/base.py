@@ -68,3 +68,19 @@ class Backend(Protocol):
     def supports(self, node: Node) -> Optional[str]: ...
 
     def compile(self, region: Region) -> Kernel: ...
+
+
+def region_subgraph(region) -> Any:
+    """A standalone ``Graph`` of ``region``: placeholders for its inputs, a tuple output."""
+    from ..ir import Graph
+
+    sub = Graph()
+    env: Dict[Any, Any] = {}
+    for inp in region.inputs:
+        ph = sub.placeholder(inp.name)
+        ph.meta = {k: v for k, v in inp.meta.items() if k in ("tensor_meta", "val")}
+        env[inp] = ph
+    for node in region.nodes:
+        env[node] = sub.node_copy(node, lambda n: env[n])
+    sub.output(tuple(env[o] for o in region.outputs))
+    return sub

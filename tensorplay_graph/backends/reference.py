@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterable, Optional
 
 import numpy as np
 
-from ..frameworks import framework_of
+from ..frameworks import adapter_for, framework_of
 from ..ir.meta import FLOATING_DTYPES, INTEGER_DTYPES, TensorMeta
 from ..ir.node import map_arg
 from ..prims.reference_math import opmath
@@ -47,22 +47,12 @@ _CACHE: Dict[Any, Callable[..., Any]] = {}
 
 def _to_numpy(value: Any) -> Any:
     framework = framework_of(value)
-    if framework == "torch":
-        return value.detach().numpy()
-    if framework == "tensorplay":
-        return value.detach().numpy() if getattr(value, "requires_grad", False) else value.numpy()
-    return value
+    return value if framework is None else adapter_for(framework).to_numpy(value)
 
 
 def _from_numpy(value: Any, framework: Optional[str]) -> Any:
     array = np.ascontiguousarray(value).reshape(np.shape(value))  # ascontiguousarray makes 0-d 1-d
-    if framework == "torch":
-        import torch
-        return torch.from_numpy(array)
-    if framework == "tensorplay":
-        import tensorplay
-        return tensorplay.from_numpy(array)
-    return array
+    return array if framework is None else adapter_for(framework).from_numpy(array)
 
 
 def _framework(values: Iterable[Any]) -> Optional[str]:
@@ -207,7 +197,7 @@ _FLOAT64_TRANSCENDENTALS = frozenset({"exp", "exp2", "log", "log2", "rsqrt", "si
 
 def region_framework(region: Region) -> str:
     """``"torch"`` / ``"tensorplay"``: whose eager semantics the region's code follows."""
-    from ..passes.normalize import graph_framework
+    from ..frameworks.graphs import graph_framework
 
     graph = getattr(region.nodes[0], "graph", None) if region.nodes else None
     return graph_framework(graph) if graph is not None else "torch"

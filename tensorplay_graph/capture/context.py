@@ -18,6 +18,7 @@ from contextvars import ContextVar
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from ..errors import GraphCaptureError
+from ..frameworks import adapter_for, loaded
 
 #: The innermost active Tracer on this thread/context, or None.
 ACTIVE_TRACER: ContextVar[Any] = ContextVar("tensorplay_graph_active_tracer", default=None)
@@ -242,24 +243,22 @@ _LIBRARY_DIRS = (os.path.join(_CAPTURE_DIR, ""), os.path.join(_PACKAGE_DIR, "fra
                  os.path.join(_PACKAGE_DIR, "library", ""))
 
 
-_dirs_cache: list = [None, None]  # [(tensorplay module, torch module), their dirs]
+_dirs_cache: list = [None, None]  # [the imported frameworks, their dirs]
 
 
 def _framework_dirs() -> Tuple[str, ...]:
     """Directories of the imported frameworks: their frames are never the user's call site."""
-    # Asked once per captured node: cached until a framework is (un)imported.
-    cached, modules = _dirs_cache, sys.modules
-    if cached[0] is not None and cached[0][0] is modules.get("tensorplay") and \
-            cached[0][1] is modules.get("torch"):
-        return cached[1]
-    key = (modules.get("tensorplay"), modules.get("torch"))
+    # Asked once per captured node: cached until a framework is imported.
+    key = loaded()
+    if _dirs_cache[0] == key:
+        return _dirs_cache[1]
     dirs = list(_LIBRARY_DIRS)
-    for module in key:
-        path = getattr(module, "__file__", None)
+    for name in key:
+        path = adapter_for(name).source_dir()
         if path:
-            dirs.append(os.path.join(os.path.dirname(os.path.abspath(path)), ""))
-    cached[0], cached[1] = key, tuple(dirs)
-    return cached[1]
+            dirs.append(path)
+    _dirs_cache[0], _dirs_cache[1] = key, tuple(dirs)
+    return _dirs_cache[1]
 
 
 def user_frame(frame: Optional[Any] = None) -> Optional[Any]:

@@ -33,7 +33,7 @@ import re
 from typing import Any, Dict, Optional
 
 from ..errors import GraphCaptureError
-from ..frameworks import is_tensor, tensor_meta
+from ..frameworks import adapter_for, is_tensor, tensor_meta
 from ..ir.meta import TensorMeta
 
 _STACK_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
@@ -58,9 +58,8 @@ def import_tensorplay_graph(source: Any) -> Any:
     """Import TensorPlay's captured GraphModule (what ``tp.compile`` passes a backend);
     the GELU its tracer decomposes is folded back into one call (capture/patterns.py)."""
     gm = import_graph_module(source)
-    import tensorplay.nn.functional as F
     from .patterns import fold_erf_gelu
-    if fold_erf_gelu(gm.graph, F.gelu):
+    if fold_erf_gelu(gm.graph, adapter_for("tensorplay").functional().gelu):
         gm.recompile()
     return gm
 
@@ -268,10 +267,7 @@ def _tensor_meta_of(value: Any) -> Optional[Any]:
 
 
 def _has_symbolic_sizes(value: Any) -> bool:
-    if type(value).__module__.split(".")[0] != "torch":
-        return False
-    from ..frameworks.torch import has_symbolic_sizes
-    return has_symbolic_sizes(value)
+    return adapter_for(value).has_symbolic_sizes(value)
 
 
 def _stack_of(trace: Any) -> Optional[str]:

@@ -185,17 +185,17 @@ _RESOLVERS: dict = {}
 
 
 def _resolver(framework: str) -> Any:
-    """``frameworks.<framework>.resolve_function``, imported on first use (once per node)."""
+    """``capture.hooks.<framework>.resolve_function``, imported on first use (once per node)."""
     found = _RESOLVERS.get(framework)
     if found is None:
-        from ..frameworks import adapter
+        from .hooks import hooks_for
 
-        found = _RESOLVERS[framework] = adapter(framework).resolve_function
+        found = _RESOLVERS[framework] = hooks_for(framework).resolve_function
     return found
 
 
 def _dispatch(resolved: Any) -> Any:
-    """Record a call resolved by a framework adapter: ``(kind, target, args, kwargs)``.
+    """Record a call resolved by a framework's trace hooks: ``(kind, target, args, kwargs)``.
 
     ``kind`` ``"operator"`` means: apply the Python operator ``target`` to the
     args with real tensors lifted to constants, so the proxy's own operator

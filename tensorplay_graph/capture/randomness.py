@@ -3,8 +3,8 @@
 A call like ``torch.rand(3, 4)`` or ``tensorplay.randn(x.shape)`` holds no
 proxy, so no tensor hook sees it: run eagerly, it would be one draw frozen into
 the graph as a ``get_attr`` constant, and every call of the compiled program
-would return the same "random" values. Each framework adapter therefore
-installs a function mode for the duration of a trace (``random_mode``) that
+would return the same "random" values. Each framework's trace hooks therefore
+install a function mode for the duration of a trace (``random_mode``) that
 sends such calls here, to be recorded as a ``call_function`` node (a ``random``
 barrier once normalized). Deterministic factories (``zeros``, ``arange``) are
 left alone: a constant is the right answer for them.
@@ -20,10 +20,9 @@ call on, whatever other threads do.
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..frameworks import adapter, is_tensor
+from ..frameworks import adapter_for, registered
 from ..ir.node import map_arg
 from .context import ACTIVE_TRACER, iter_proxies
 
@@ -90,7 +89,7 @@ def _random_prim(node: Any) -> Any:
     target = node.target
     if node.op == "call_function":
         module = getattr(target, "__module__", None) or "tensorplay"  # TensorPlay's C functions
-        if module.split(".")[0] not in ("torch", "tensorplay"):
+        if module.split(".")[0] not in registered():
             return None
         target = getattr(target, "__name__", None)
     if not isinstance(target, str):
@@ -104,8 +103,4 @@ def _random_prim(node: Any) -> Any:
 
 def zeros_like_meta(meta: Any, framework: str) -> Any:
     """A zero tensor with ``meta``'s shape, dtype and device."""
-    module = sys.modules[framework]
-    dtype = getattr(module, meta.dtype)
-    if framework == "torch":
-        return module.zeros(meta.shape, dtype=dtype, device=meta.device)
-    return module.zeros(meta.shape, dtype=dtype)
+    return adapter_for(framework).zeros(meta.shape, meta.dtype, device=meta.device)

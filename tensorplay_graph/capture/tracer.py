@@ -18,17 +18,17 @@ from __future__ import annotations
 import gc
 import inspect
 import operator
-import sys
 from contextlib import ExitStack
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import GraphCaptureError
-from ..frameworks import adapter, framework_of, is_tensor, private_copy
+from ..frameworks import adapter_for, framework_of, is_tensor, loaded, private_copy
 from ..ir.effects import is_inplace
 from ..ir.lint import lint_enabled
 from ..ir.names import is_identifier, sanitize
 from .context import ACTIVE_TRACER, check_no_escape, raise_location, user_location
 from .examples import PLAIN as _PLAIN, examples as _examples, set_tensor_meta as _set_tensor_meta
+from .hooks import hooks_for
 from .proxy import MISSING, Proxy
 from .printing import recording_print
 from .randomness import NOT_RANDOM, example_without_drawing
@@ -81,7 +81,7 @@ class Tracer:
         #: How to give the graph's plain output back its types (``structure.restore``).
         self.output_spec: Any = None
         #: torch's random-call mode while a trace runs; paused around example computation.
-        self._torch_mode: Any = None
+        self._random_mode: Any = None
         self._inplace_by_target: Dict[Tuple[str, Any], bool] = {}
 
     # -- recording -------------------------------------------------------
@@ -98,7 +98,7 @@ class Tracer:
         if not self.private_examples and self._writes_in_place(node, kind, target, args, kwargs):
             raise _RetraceWithPrivateExamples()
         node.meta["stack"] = user_location()
-        mode = self._torch_mode
+        mode = self._random_mode
         paused = mode is not None and self._pause_mode(mode)
         try:
             example = self._example(node, kind, target, args, kwargs, example_fn)
@@ -155,7 +155,7 @@ class Tracer:
         """The class a proxy stands for, for attribute checks (None if unknown)."""
         if proxy.example is not MISSING:
             return type(proxy.example)
-        return adapter(self._framework).tensor_type() if self._framework else None
+        return adapter_for(self._framework).tensor_type() if self._framework else None
 
     def _get_attr(self, qualname: str, value: Any) -> Proxy:
         qualname = _sanitized(qualname)
@@ -290,17 +290,15 @@ class Tracer:
             with ExitStack() as stack:
                 stack.enter_context(recording_print())  # print(x) runs at call time
                 state = ProgramState(self, stack)
-                for name in ("tensorplay", "torch"):
-                    if sys.modules.get(name) is not None:
-                        # Capture hooks; libraries see a compiler tracing (is_compiling());
-                        # modules called during the trace read their state as proxies.
-                        stack.enter_context(adapter(name).tracing(self, state.on_module_call))
-                if sys.modules.get("torch") is not None:
-                    # ``torch.rand(3)`` holds no proxy: only a function mode sees it.
-                    torch_adapter = adapter("torch")
-                    self._torch_mode = stack.enter_context(torch_adapter.random_mode(self))
-                    self._pause_mode = torch_adapter.pause_mode
-                    self._resume_mode = torch_adapter.resume_mode
+                for name in loaded():
+                    # Capture hooks; libraries see a compiler tracing (is_compiling());
+                    # modules called during the trace read their state as proxies.
+                    hooks = hooks_for(name)
+                    stack.enter_context(hooks.tracing(self, state.on_module_call))
+                    if hasattr(hooks, "random_mode"):
+                        # ``torch.rand(3)`` holds no proxy: only a function mode sees it.
+                        self._random_mode = stack.enter_context(hooks.random_mode(self))
+                        self._pause_mode, self._resume_mode = hooks.pause_mode, hooks.resume_mode
                 if _is_module(root):
                     state.patch_module(root, "")
                 result = state.rebind(function)(*args, **kwargs)
@@ -314,7 +312,7 @@ class Tracer:
             raise GraphCaptureError(f"{error} (at {raise_location(error)})") from error
         finally:
             ACTIVE_TRACER.reset(token)
-            self._torch_mode = None
+            self._random_mode = None
         check_no_escape(function, root, result)
         self._erase_unused_attrs()
         if lint_enabled():

@@ -1,23 +1,73 @@
-"""Framework detection without importing a framework.
+"""The one door to TensorPlay and torch: framework adapters and detection.
 
-``tensorplay_graph`` must import with neither TensorPlay nor torch present, so
-tensors are recognised through ``sys.modules``: if a framework was never
-imported, no value can be one of its tensors.
+Every call into an eager framework goes through its adapter
+(:class:`~.base.FrameworkAdapter`, one module per framework: ``tensorplay.py``,
+``torch.py``); ``adapter_for(value_or_name)`` finds it. ``tensorplay_graph`` must import
+with neither framework present, so tensors are recognised without importing one: if a
+framework was never imported, no value can be one of its tensors.
+
+Adding a framework: one module in this package assigning a ``FrameworkAdapter`` to
+``ADAPTER`` (found by :func:`registered`, nothing to list), and its trace hooks in
+``capture/hooks/<name>.py``.
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
-from types import ModuleType
-from typing import Any, Optional
+import pkgutil
+from typing import Any, Dict, Optional, Tuple, Union
 
 from ..ir.meta import TensorMeta
+from .base import FrameworkAdapter
+
+__all__ = ["FrameworkAdapter", "adapter_for", "registered", "loaded", "framework_of",
+           "is_tensor", "dtype_name", "device_type", "tensor_meta", "private_copy"]
+
+#: framework name -> its adapter, filled once from this package's modules (by name order).
+_ADAPTERS: Dict[str, FrameworkAdapter] = {}
 
 
-def _tensor_class(module_name: str) -> Optional[type]:
-    module = sys.modules.get(module_name)
-    return getattr(module, "Tensor", None) if module is not None else None
+def _discover() -> Dict[str, FrameworkAdapter]:
+    if not _ADAPTERS:
+        found = {}
+        for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+            adapter = getattr(importlib.import_module(f"{__name__}.{info.name}"), "ADAPTER", None)
+            if isinstance(adapter, FrameworkAdapter):
+                found[adapter.name] = adapter
+        _ADAPTERS.update(found)  # at once: another thread never sees half the adapters
+    return _ADAPTERS
+
+
+def registered() -> Tuple[str, ...]:
+    """The names of every framework with an adapter (imported or not)."""
+    return tuple(_discover())
+
+
+def _adapter(name: str) -> FrameworkAdapter:
+    found = _ADAPTERS.get(name) or _discover().get(name)
+    if found is None:
+        raise ValueError(f"no framework adapter for {name!r}; known frameworks: "
+                         f"{', '.join(_ADAPTERS)} (add one in tensorplay_graph/frameworks/)")
+    return found
+
+
+def adapter_for(value_or_name: Union[str, Any]) -> FrameworkAdapter:
+    """The adapter of a framework name (``"torch"``) or of a tensor's framework.
+
+    ValueError for an unknown name or a value that is no tensor of a known framework.
+    """
+    if isinstance(value_or_name, str):
+        return _adapter(value_or_name)
+    name = framework_of(value_or_name)
+    if name is None:
+        raise ValueError(f"{type(value_or_name).__name__} is not a tensor of a known framework "
+                         f"({', '.join(registered())}); pass a tensor or a framework name")
+    return _adapter(name)
+
+
+def loaded() -> Tuple[str, ...]:
+    """The frameworks imported so far (no value can be a tensor of the others)."""
+    return tuple(name for name, adapter in _discover().items() if adapter.loaded())
 
 
 #: type -> its framework (or None). Sound to keep: a type that existed before a
@@ -27,7 +77,7 @@ _UNSEEN = object()
 
 
 def framework_of(value: Any) -> Optional[str]:
-    """``"tensorplay"``, ``"torch"`` or ``None`` for a non-tensor value."""
+    """The framework name of a tensor (``"tensorplay"``, ``"torch"``); ``None`` for other values."""
     cls = type(value)
     found = _BY_TYPE.get(cls, _UNSEEN)
     if found is _UNSEEN:
@@ -38,12 +88,9 @@ def framework_of(value: Any) -> Optional[str]:
 
 
 def _framework_of_type(value: Any) -> Optional[str]:
-    tp_tensor = _tensor_class("tensorplay")
-    if tp_tensor is not None and isinstance(value, tp_tensor):
-        return "tensorplay"
-    torch_tensor = _tensor_class("torch")
-    if torch_tensor is not None and isinstance(value, torch_tensor):
-        return "torch"
+    for name, adapter in _discover().items():
+        if adapter.is_tensor(value):
+            return name
     return None
 
 
@@ -112,12 +159,11 @@ def _tensor_meta(value: Any) -> TensorMeta:
                               bool(getattr(value, "requires_grad", False)))
 
 
-def adapter(framework: str) -> ModuleType:
-    """The module holding a framework's capture specifics (``frameworks.tensorplay`` / ``.torch``)."""
-    return importlib.import_module(f"{__name__}.{framework}")
-
-
 def private_copy(value: Any) -> Any:
     """A detached copy of a tensor (writes to it never reach ``value``); other values unchanged."""
     framework = framework_of(value)
-    return value if framework is None else adapter(framework).clone(value)
+    return value if framework is None else _adapter(framework).clone(value)
+
+
+def __dir__() -> list:
+    return list(__all__)

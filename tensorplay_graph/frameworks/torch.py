@@ -1,217 +1,134 @@
-"""torch specifics of capture (imported lazily, only when torch calls a proxy).
+"""The torch adapter (torch is imported on first use, never by importing this module).
 
-torch hands ``__torch_function__`` the public callable and the arguments as
-the user passed them, so replaying ``func(*args, **kwargs)`` is exact. Tensor
-methods (``x.add(p)``, and ``x + p`` which torch routes to ``Tensor.add``)
-become ``call_method`` nodes; slot dunders (``x[p]``) become ``operator``
-calls on the lifted tensor.
+The trace hooks (``__torch_function__`` resolution, the random-call function mode,
+``is_compiling()``) are in ``capture/hooks/torch.py``.
 """
 
 from __future__ import annotations
 
-import operator
-import threading
-import warnings
-from contextlib import contextmanager
-from functools import lru_cache
-from typing import Any, Dict, FrozenSet, Iterator, Tuple
+import contextlib
+import importlib
+import importlib.util
+from typing import Any, Callable, ContextManager, Iterator, Optional, Sequence, Tuple
 
-import torch
-from torch.overrides import TorchFunctionMode
+from .base import FrameworkAdapter
 
-from ..capture import context
-from ..capture.proxy import Proxy
-from ..capture.randomness import record_random, should_record
-
-_DUNDER_OPERATORS = {
-    "__getitem__": operator.getitem, "__setitem__": operator.setitem,
-    "__add__": operator.add, "__sub__": operator.sub, "__mul__": operator.mul,
-    "__truediv__": operator.truediv, "__floordiv__": operator.floordiv,
-    "__mod__": operator.mod, "__pow__": operator.pow, "__matmul__": operator.matmul,
-    "__and__": operator.and_, "__or__": operator.or_, "__xor__": operator.xor,
-    "__lshift__": operator.lshift, "__rshift__": operator.rshift,
-    "__lt__": operator.lt, "__le__": operator.le, "__gt__": operator.gt,
-    "__ge__": operator.ge, "__eq__": operator.eq, "__ne__": operator.ne,
-    "__neg__": operator.neg, "__pos__": operator.pos, "__invert__": operator.invert,
-    "__abs__": operator.abs,
-}
+__all__ = ["TorchAdapter", "ADAPTER"]
 
 
-def _reflected(name: str) -> Any:
-    """``operator`` function of a reflected dunder (``__rsub__`` -> ``operator.sub``)."""
-    if name.startswith("__r") and f"__{name[3:]}" in _DUNDER_OPERATORS:
-        return _DUNDER_OPERATORS[f"__{name[3:]}"]
-    return None
+class TorchAdapter(FrameworkAdapter):
+    name = "torch"
 
+    def defines(self, target: Any) -> bool:
+        # Any torch* module: torch's own submodules and the _C bindings alike.
+        return (getattr(target, "__module__", None) or "").startswith("torch")
 
-def resolve_function(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[str, Any, tuple, dict]:
-    """Map a ``__torch_function__`` call to ``(kind, target, args, kwargs)`` of a node."""
-    name = getattr(func, "__name__", "")
-    if name and getattr(torch.Tensor, name, None) is func:
-        if name in _DUNDER_OPERATORS:
-            return "operator", _DUNDER_OPERATORS[name], tuple(args), {}
-        reflected = _reflected(name)
-        if reflected is not None:
-            return "operator", reflected, (args[1], args[0]), {}
-        return "call_method", name, tuple(args), dict(kwargs)
-    return "call_function", func, tuple(args), dict(kwargs)
+    def scalar_types(self) -> Tuple[type, ...]:
+        return (self.module.dtype, self.module.device)
 
+    # -- tensors -------------------------------------------------------------------------
 
-# -- what libraries see while a trace runs -------------------------------------
+    def empty(self, shape: Sequence[int], dtype: str, device: Any = None) -> Any:
+        torch = self.module
+        return torch.empty(tuple(shape), dtype=getattr(torch, dtype), **self._device_kw(device))
 
-_flag_lock = threading.Lock()
-_flag_depth = 0
-_original_is_compiling: Any = None
+    def zeros(self, shape: Sequence[int], dtype: str, device: Any = None,
+              stride: Optional[Sequence[int]] = None) -> Any:
+        torch = self.module
+        shape = tuple(shape)
+        if stride is not None:
+            return torch.empty_strided(shape, tuple(stride), dtype=getattr(torch, dtype),
+                                       **self._device_kw(device)).zero_()
+        return torch.zeros(shape, dtype=getattr(torch, dtype), **self._device_kw(device))
 
+    def has_symbolic_sizes(self, tensor: Any) -> bool:
+        """True when a (fake) tensor's sizes or strides hold SymInts (Dynamo dynamic shapes).
 
-def _is_compiling() -> bool:
-    """``torch.compiler.is_compiling()``, True also inside a tensorplay_graph trace."""
-    return context.capturing() or _original_is_compiling()
+        Checked by type only: converting a SymInt to int would add a Dynamo guard.
+        """
+        try:
+            dims = tuple(tensor.shape) + tuple(tensor.stride())
+        except RuntimeError:  # no strides (sparse, nested): sizes decide
+            dims = tuple(tensor.shape)
+        sym_int = self.module.SymInt
+        return any(isinstance(d, sym_int) for d in dims)
 
+    # -- randomness ----------------------------------------------------------------------
 
-@contextmanager
-def tracing(tracer: Any, on_module_call: Any) -> Iterator[None]:
-    """What a trace of ``tracer`` needs from torch, for its duration.
+    @contextlib.contextmanager
+    def fork_rng(self) -> Iterator[None]:
+        """Restore torch's CPU (and initialised CUDA) random state on exit."""
+        torch = self.module
+        cuda = torch.cuda.is_initialized()
+        devices = list(range(torch.cuda.device_count())) if cuda else []
+        with torch.random.fork_rng(devices=devices):
+            yield
 
-    ``torch.compiler.is_compiling()`` (and so ``torch._dynamo.is_compiling()`` and
-    transformers' ``is_torchdynamo_compiling()`` / ``is_tracing()``) answers True in
-    this context, so libraries take their trace-friendly branches as under Dynamo.
-    The function is replaced while any trace runs, but answers True only where
-    ``capturing()`` is (a ContextVar): other threads see torch's own answer. Code that
-    bound the function before (``from torch.compiler import is_compiling``) is not
-    reached. Every module called during the trace goes to ``on_module_call`` first.
-    """
-    global _flag_depth, _original_is_compiling
+    # -- custom ops and the profiler -----------------------------------------------------
 
-    def pre_hook(module: Any, args: Any) -> None:
-        if context.ACTIVE_TRACER.get() is tracer:
-            on_module_call(module)
+    def device_probe(self, slow: Any) -> Callable[[Any], Any]:
+        profiler = importlib.import_module("torch.autograd.profiler")
 
-    with _flag_lock:
-        if _flag_depth == 0:
-            _original_is_compiling = torch.compiler.is_compiling
-            torch.compiler.is_compiling = _is_compiling
-        _flag_depth += 1
-    handle = torch.nn.modules.module.register_module_forward_pre_hook(pre_hook)
-    try:
-        yield
-    finally:
-        handle.remove()
-        with _flag_lock:
-            _flag_depth -= 1
-            if _flag_depth == 0:
-                torch.compiler.is_compiling = _original_is_compiling
+        def probe(tensor: Any) -> Any:
+            if profiler._is_profiler_enabled:
+                return slow
+            return "cpu" if tensor.is_cpu else tensor.device.type
 
+        return probe
 
-# -- random calls without a traced argument -----------------------------------
+    def fast_dispatch_ok(self, tensor_class: type) -> bool:
+        # FakeTensor and other modes dispatch through __torch_dispatch__: keep them slow.
+        return tensor_class.__torch_dispatch__ is self.module.Tensor.__torch_dispatch__
 
-#: ``torch`` functions that draw random numbers (``torch.rand(3)`` has no tensor to hook).
-_RANDOM_TORCH = ("rand", "randn", "randint", "randperm", "rand_like", "randn_like",
-                 "randint_like", "normal", "bernoulli", "multinomial", "poisson", "dropout",
-                 "alpha_dropout", "feature_alpha_dropout")
-_RANDOM_FUNCTIONAL = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
-                      "feature_alpha_dropout", "rrelu", "gumbel_softmax")
-
-
-@lru_cache(maxsize=1)
-def random_functions() -> FrozenSet[Any]:
-    """The random functions of torch, by identity (the callables a function mode receives)."""
-    import torch.nn.functional as F
-
-    found = [getattr(torch, name, None) for name in _RANDOM_TORCH]
-    found += [getattr(F, name, None) for name in _RANDOM_FUNCTIONAL]
-    return frozenset(fn for fn in found if callable(fn))
-
-
-_PROXY_ONLY = (Proxy,)
-
-
-class _RandomCallMode(TorchFunctionMode):
-    """Records random calls that hold no proxy; every other call runs as it would.
-
-    A ``TorchFunctionMode`` rather than patching ``torch.rand`` & co.: the mode
-    sees every torch call however it was reached (``from torch import rand``,
-    ``torch.nn.init``-style helpers, aliases), is scoped to this thread and this
-    trace, and needs nothing restored if the program raises. Inside the handler
-    torch disables the mode, so forwarding ``func(*args)`` reaches the
-    ``Proxy.__torch_function__`` hook exactly as without the mode.
-    """
-
-    def __init__(self, tracer: Any) -> None:
-        super().__init__()
-        self.tracer = tracer
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        if types == _PROXY_ONLY:
-            # A proxy is the only overloaded argument: its hook is what forwarding would
-            # reach, called directly (one torch argument parse per captured call, not two).
-            return Proxy.__torch_function__(func, types, args, kwargs)
-        if func in random_functions() and should_record(self.tracer, args, kwargs):
-            return record_random(self.tracer, func, args, kwargs)
-        if getattr(func, "__name__", None) == "__getitem__":
-            # ``real_tensor[proxy]``: torch first probes the proxy as a sequence index and
-            # warns about that deprecated form before dispatching to the proxy's hook,
-            # which records the getitem; the warning says nothing about the user's code.
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Using a non-tuple sequence")
-                return func(*args, **kwargs)
-        return func(*args, **kwargs)
-
-
-def random_mode(tracer: Any) -> _RandomCallMode:
-    """A context manager recording random torch calls without a proxy as nodes of ``tracer``."""
-    return _RandomCallMode(tracer)
-
-
-def pause_mode(mode: Any) -> bool:
-    """Take ``mode`` off the top of torch's function-mode stack; False if it is not on top.
-
-    While capture computes an example value and reads its metadata the random
-    mode would pass every call through unchanged (a real draw), yet each tensor
-    call and attribute read would still pay a Python ``__torch_function__`` round
-    trip (~5 per captured node). :func:`resume_mode` puts it back.
-    """
-    depth = torch._C._len_torch_function_stack()
-    if depth and torch._C._get_function_stack_at(depth - 1) is mode:
-        torch._C._pop_torch_function_stack()
+    def keep_opaque(self, op: Any) -> bool:
+        """``allow_in_graph`` for Dynamo, which would otherwise trace the op's body."""
+        dynamo = self.loaded_module("torch._dynamo")
+        if dynamo is None:
+            return False
+        dynamo.allow_in_graph(op)
         return True
-    return False
+
+    def profiler_active(self) -> bool:
+        profiler = self.loaded_module("torch.autograd.profiler")
+        return bool(getattr(profiler, "_is_profiler_enabled", False))
+
+    def profiler_span(self, name: str) -> ContextManager[Any]:
+        return importlib.import_module("torch.autograd.profiler").record_function(name)
+
+    # -- compiler and devices ------------------------------------------------------------
+
+    def compile(self, fn: Any, backend: Callable[..., Any], options: dict,
+                dynamic: Optional[bool]) -> Any:
+        return self.module.compile(fn, backend=backend, options=options, dynamic=dynamic)
+
+    def cuda_available(self) -> bool:
+        if not self.loaded() and importlib.util.find_spec("torch") is None:
+            return False
+        return bool(self.module.cuda.is_available())
+
+    def device_name(self) -> str:
+        """The current CUDA device's name (part of autotuning cache keys)."""
+        return self.module.cuda.get_device_name()
+
+    def timing_events(self) -> Tuple[Any, Any]:
+        """A pair of CUDA events that record elapsed time."""
+        event = self.module.cuda.Event
+        return event(enable_timing=True), event(enable_timing=True)
+
+    @contextlib.contextmanager
+    def side_stream(self) -> Iterator[None]:
+        """Run the body on a fresh CUDA stream ordered after, and before, the current one."""
+        cuda = self.module.cuda
+        stream = cuda.Stream()
+        stream.wait_stream(cuda.current_stream())
+        with cuda.stream(stream):
+            yield
+        cuda.current_stream().wait_stream(stream)
+
+    def cuda_graph(self) -> Tuple[Any, ContextManager[Any]]:
+        """``(graph, context capturing into it)``: replay the work with ``graph.replay()``."""
+        graph = self.module.cuda.CUDAGraph()
+        return graph, self.module.cuda.graph(graph)
 
 
-def resume_mode(mode: Any) -> None:
-    torch._C._push_on_torch_function_stack(mode)
-
-
-@contextmanager
-def fork_rng() -> Iterator[None]:
-    """Restore torch's CPU (and initialised CUDA) random state on exit."""
-    cuda = torch.cuda.is_initialized()
-    devices = list(range(torch.cuda.device_count())) if cuda else []
-    with torch.random.fork_rng(devices=devices):
-        yield
-
-
-def tensor_type() -> type:
-    return torch.Tensor
-
-
-def module_type() -> type:
-    return torch.nn.Module
-
-
-def clone(tensor: Any) -> Any:
-    """A private copy of an example input (in-place ops during capture must not touch it)."""
-    return tensor.detach().clone()
-
-
-def has_symbolic_sizes(tensor: Any) -> bool:
-    """True when a (fake) tensor's sizes or strides hold SymInts (Dynamo dynamic shapes).
-
-    Checked by type only: converting a SymInt to int would add a Dynamo guard.
-    """
-    try:
-        dims = tuple(tensor.shape) + tuple(tensor.stride())
-    except RuntimeError:  # no strides (sparse, nested): sizes decide
-        dims = tuple(tensor.shape)
-    return any(isinstance(d, torch.SymInt) for d in dims)
+ADAPTER = TorchAdapter()

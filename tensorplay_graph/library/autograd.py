@@ -10,8 +10,9 @@ inputs, in that order.
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any, Callable
+
+from ..frameworks import adapter_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from .custom_op import CustomOpDef
@@ -50,7 +51,7 @@ def _normalize_grads(op_name: str, grads: Any, n_inputs: int) -> tuple:
 
 def build_function(op: "CustomOpDef", framework: str) -> type:
     """A ``<framework>.autograd.Function`` subclass running ``op``'s formula."""
-    base = sys.modules[framework].autograd.Function
+    base = adapter_for(framework).autograd_function()
 
     def forward(call: _Call, *flat: Any) -> Any:
         return call.run(flat)

@@ -11,7 +11,7 @@ the call through the general path as well, so an idle profiler costs
 nothing.
 
 TensorPlay and torch are never imported here: their tensor classes are
-registered when a module of that name is already loaded.
+learned (through their adapters) from the first tensor of each met.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, Optional
 
-from ..frameworks import framework_of
+from ..frameworks import adapter_for, framework_of, loaded
 
 SLOW = object()  # a probe result that never matches a kernel slot
 
@@ -37,31 +37,6 @@ FRAMEWORK_OF: dict[type, str] = {}
 GRAD_ENABLED: dict[str, Callable[[], bool]] = {}
 
 
-def _tensorplay_probe_factory() -> Callable[[Any], Any]:
-    import tensorplay.library as tp_library
-
-    def probe(tensor: Any) -> Any:
-        # TensorPlay's profiler keeps this session counter (see seed library).
-        if tp_library._profiling_sessions:
-            return SLOW
-        # get_device() is ~3x cheaper than device.type; TensorPlay has only cpu/cuda.
-        return "cpu" if tensor.get_device() < 0 else "cuda"
-
-    return probe
-
-
-def _torch_probe_factory() -> Callable[[Any], Any]:
-    import torch.autograd.profiler as torch_profiler
-
-    def probe(tensor: Any) -> Any:
-        if torch_profiler._is_profiler_enabled:
-            return SLOW
-        return "cpu" if tensor.is_cpu else tensor.device.type
-
-    return probe
-
-
-_PROBE_FACTORIES = {"tensorplay": _tensorplay_probe_factory, "torch": _torch_probe_factory}
 _PROBE_CACHE: dict[str, Callable[[Any], Any]] = {}
 
 
@@ -70,31 +45,23 @@ def learn_class(value: Any) -> None:
     framework = framework_of(value)
     if framework is None:
         return
+    adapter = adapter_for(framework)
     probe = _PROBE_CACHE.get(framework)
     if probe is None:
-        probe = _PROBE_CACHE.setdefault(framework, _PROBE_FACTORIES[framework]())
+        probe = _PROBE_CACHE.setdefault(framework, adapter.device_probe(SLOW))
     # Before any early return: the base class is probed from here on (a FakeTensor
     # learned first under AOTAutograd must not leave it without a grad-mode switch).
-    GRAD_ENABLED.setdefault(framework, framework_module(framework).is_grad_enabled)
-    if framework == "tensorplay":
-        # TensorPlay's own tracer proxies must never be probed as tensors.
-        if "Proxy" in type(value).__name__:
-            return
-        import tensorplay
-
-        PROBES[tensorplay.Tensor] = probe
-        FRAMEWORK_OF[tensorplay.Tensor] = framework
-        PROBES.setdefault(tensorplay.DType, _scalar_probe)
-    else:
-        import torch
-
-        PROBES[torch.Tensor] = probe
-        FRAMEWORK_OF[torch.Tensor] = framework
-        PROBES.setdefault(torch.dtype, _scalar_probe)
-        PROBES.setdefault(torch.device, _scalar_probe)
-        # FakeTensor and other modes dispatch through __torch_dispatch__: keep them slow.
-        if type(value).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
-            return
+    GRAD_ENABLED.setdefault(framework, adapter.grad_mode_query())
+    is_proxy = getattr(adapter, "is_tracer_proxy_type", None)
+    if is_proxy is not None and is_proxy(type(value)):
+        return  # the framework's own tracer proxies must never be probed as tensors
+    base = adapter.tensor_type()
+    PROBES[base] = probe
+    FRAMEWORK_OF[base] = framework
+    for scalar_class in adapter.scalar_types():
+        PROBES.setdefault(scalar_class, _scalar_probe)
+    if not adapter.fast_dispatch_ok(type(value)):
+        return
     FRAMEWORK_OF[type(value)] = framework
     PROBES[type(value)] = probe
 
@@ -136,13 +103,8 @@ def device_key(tensor: Any) -> Optional[str]:
     return None if tensor is None else tensor.device.type
 
 
-def framework_module(framework: str) -> Any:
-    """The imported module ``tensorplay`` or ``torch``."""
-    return sys.modules[framework]
-
-
 def grad_enabled(framework: str) -> bool:
-    return bool(framework_module(framework).is_grad_enabled())
+    return adapter_for(framework).is_grad_enabled()
 
 
 def any_requires_grad(args: tuple, kwargs: dict) -> bool:
@@ -157,17 +119,12 @@ def any_requires_grad(args: tuple, kwargs: dict) -> bool:
 # ---------------------------------------------------------------------------
 
 def autocast_enabled(framework: str, key: Optional[str]) -> bool:
-    if key is None:
-        return False
-    try:
-        return bool(framework_module(framework).is_autocast_enabled(key))
-    except Exception:  # noqa: BLE001 - a device without autocast support
-        return False
+    return key is not None and adapter_for(framework).autocast_enabled(key)
 
 
 def autocast_disabled(framework: str, key: str):
     """A context that switches the framework's autocast off for ``key``."""
-    return framework_module(framework).autocast(key, enabled=False)
+    return adapter_for(framework).autocast_disabled(key)
 
 
 def cast_floating(value: Any, framework: str, dtype_name: str) -> Any:
@@ -176,7 +133,7 @@ def cast_floating(value: Any, framework: str, dtype_name: str) -> Any:
         return type(value)(cast_floating(v, framework, dtype_name) for v in value)
     if framework_of(value) != framework or not value.dtype.is_floating_point:
         return value
-    target = getattr(framework_module(framework), dtype_name)
+    target = adapter_for(framework).dtype(dtype_name)
     return value if value.dtype == target else value.to(target)
 
 
@@ -185,9 +142,9 @@ def cast_floating(value: Any, framework: str, dtype_name: str) -> Any:
 # ---------------------------------------------------------------------------
 
 def capture_if_tracing(op: Any, args: tuple, kwargs: dict, example_fn: Callable) -> Any:
-    """A proxy when a tracer (ours or TensorPlay's) records this call, else ``None``.
+    """A proxy when a tracer (ours or a framework's own) records this call, else ``None``.
 
-    Capture modules are looked up in ``sys.modules``: a tracer that was never
+    Our capture package is looked up in ``sys.modules``: a tracer that was never
     imported cannot be active.
     """
     ours = sys.modules.get("tensorplay_graph.capture")
@@ -195,20 +152,17 @@ def capture_if_tracing(op: Any, args: tuple, kwargs: dict, example_fn: Callable)
         proxy = ours.capture_call(op, args, kwargs, example_fn=example_fn)
         if proxy is not None:
             return proxy
-    tp_utils = sys.modules.get("tensorplay.graph._utils")
-    if tp_utils is not None and tp_utils.capturing():
-        return tp_utils.capture_call(op, args, kwargs)
+    for framework in loaded():
+        proxy = adapter_for(framework).foreign_capture(op, args, kwargs)
+        if proxy is not None:
+            return proxy
     return None
 
 
 def contains_proxy(*values: Any) -> bool:
-    """True when ``values`` hold a proxy of our tracer or of TensorPlay's."""
+    """True when ``values`` hold a proxy of our tracer or of a framework's own."""
     ours = sys.modules.get("tensorplay_graph.capture")
     if ours is not None:
         for _ in ours.iter_proxies(values):
             return True
-    tp_utils = sys.modules.get("tensorplay.graph._utils")
-    if tp_utils is not None:
-        for _ in tp_utils._iter_proxies(values):
-            return True
-    return False
+    return any(adapter_for(framework).holds_foreign_proxy(values) for framework in loaded())

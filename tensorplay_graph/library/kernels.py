@@ -13,17 +13,15 @@ import sys
 from typing import Any, Callable
 
 from ..errors import GraphCaptureError
-from ..frameworks import framework_of
+from ..frameworks import adapter_for, framework_of
 from .dispatch import contains_proxy
 
 
 def _to_torch(value: Any, seen: list) -> Any:
     """``value`` with TensorPlay tensors replaced by zero-copy torch views."""
     if framework_of(value) == "tensorplay":
-        import torch
-
         seen.append(True)
-        return torch.from_dlpack(value)
+        return adapter_for("torch").from_dlpack(value)
     if isinstance(value, (list, tuple)):
         return type(value)(_to_torch(item, seen) for item in value)
     return value
@@ -31,14 +29,14 @@ def _to_torch(value: Any, seen: list) -> Any:
 
 def _to_tensorplay(value: Any) -> Any:
     if framework_of(value) == "torch":
-        return sys.modules["tensorplay"].from_dlpack(value)
+        return adapter_for("tensorplay").from_dlpack(value)
     if isinstance(value, (list, tuple)):
         return type(value)(_to_tensorplay(item) for item in value)
     return value
 
 
 def _convert_args(args: tuple, kwargs: dict) -> tuple[tuple, dict, bool]:
-    if "tensorplay" not in sys.modules:
+    if not adapter_for("tensorplay").loaded():  # no TensorPlay tensor can exist
         return args, kwargs, False
     seen: list = []
     args = tuple(_to_torch(a, seen) for a in args)

@@ -10,8 +10,9 @@ the bridge (or no TensorPlay at all) keeps the Python path only.
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Any, Callable, Optional, Sequence
+
+from ..frameworks import adapter_for
 
 logger = logging.getLogger(__name__)
 
@@ -19,15 +20,12 @@ _NATIVE_SLOTS = ("cpu", "cuda")
 
 
 def _c_api() -> Any:
-    tp = sys.modules.get("tensorplay")
-    return getattr(tp, "_C", None)
+    return adapter_for("tensorplay").native_bridge()
 
 
 def _owned_by_tensorplay(name: str) -> bool:
     """True when TensorPlay's own library defines ``name``: never clobber its kernels."""
-    tp_library = sys.modules.get("tensorplay.library")
-    has_op = getattr(tp_library, "has_op", None)
-    return bool(has_op is not None and has_op(name))
+    return adapter_for("tensorplay").owns_op(name)
 
 
 def mirror(name: str, keys: Optional[list], fn: Callable[..., Any]) -> bool:

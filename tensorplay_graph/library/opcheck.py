@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Optional, Sequence
 
+from ..frameworks import adapter_for
 from . import dispatch as _dispatch
 from .registry import resolve_op
 
@@ -31,7 +32,8 @@ def _flatten(value: Any) -> list:
 
 
 def _module(tensor: Any) -> Any:
-    return _dispatch.framework_module(_dispatch.framework_of(tensor))
+    """The top-level module of ``tensor``'s framework (``equal``, ``ones_like``, ``allclose``)."""
+    return adapter_for(tensor).module
 
 
 def _bind_named_tensors(op: Any, args: tuple, kwargs: dict) -> dict:

@@ -8,41 +8,19 @@ costs nothing.
 from __future__ import annotations
 
 import contextlib
-import sys
-from typing import Any, Iterator
+from typing import Any
+
+from ..frameworks import adapter_for
 
 
 def profiler_active(framework: str) -> bool:
     """True while the framework's profiler records on this process."""
-    if framework == "tensorplay":
-        tp = sys.modules.get("tensorplay")
-        is_active = getattr(getattr(tp, "_C", None), "_profiler_is_active", None)
-        if is_active is not None and is_active():
-            return True
-        tp_library = sys.modules.get("tensorplay.library")
-        return bool(getattr(tp_library, "_profiling_sessions", 0))
-    if framework == "torch":
-        prof = sys.modules.get("torch.autograd.profiler")
-        return bool(getattr(prof, "_is_profiler_enabled", False))
-    return False
-
-
-@contextlib.contextmanager
-def _tensorplay_span(name: str) -> Iterator[None]:
-    c_api = sys.modules["tensorplay"]._C
-    c_api._profiler_user_begin(name)
-    try:
-        yield
-    finally:
-        c_api._profiler_user_end()
+    return adapter_for(framework).profiler_active()
 
 
 def span(framework: str, name: str) -> Any:
     """A context manager recording one span called ``name`` (no-op when idle)."""
-    if not profiler_active(framework):
+    adapter = adapter_for(framework)
+    if not adapter.profiler_active():
         return contextlib.nullcontext()
-    if framework == "tensorplay":
-        return _tensorplay_span(name)
-    import torch.autograd.profiler as torch_profiler
-
-    return torch_profiler.record_function(name)
+    return adapter.profiler_span(name)

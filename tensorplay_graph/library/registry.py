@@ -6,9 +6,10 @@ under the GIL, so the call path never locks.
 
 from __future__ import annotations
 
-import sys
 import threading
 from typing import TYPE_CHECKING, Any
+
+from ..frameworks import adapter_for, loaded
 
 if TYPE_CHECKING:  # pragma: no cover
     from .custom_op import CustomOpDef
@@ -62,8 +63,7 @@ def add_op(op: "CustomOpDef") -> "CustomOpDef":
                 "to reach it or pick a fresh namespace"
             )
         _OPS[op.name] = op
-    if "torch._dynamo" in sys.modules:
-        keep_opaque_to_dynamo(op)
+    keep_opaque_to_dynamo(op)
     return op
 
 
@@ -74,13 +74,10 @@ def keep_opaque_to_dynamo(*ops: "CustomOpDef") -> None:
     into its graph, dissolving the barrier. Ops are marked when defined if Dynamo
     is loaded, and all at once when the ``torch.compile`` backend is first loaded.
     """
-    dynamo = sys.modules.get("torch._dynamo")
-    if dynamo is None:
-        return
-    for op in ops or all_ops():
+    adapters = [adapter_for(name) for name in loaded()]
+    for op in (ops or all_ops()) if adapters else ():
         if not getattr(op, "_opaque_to_dynamo", False):
-            dynamo.allow_in_graph(op)
-            op._opaque_to_dynamo = True
+            op._opaque_to_dynamo = any([adapter.keep_opaque(op) for adapter in adapters])
 
 
 def resolve_op(op: Any) -> "CustomOpDef":

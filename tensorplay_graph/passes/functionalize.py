@@ -33,9 +33,9 @@ from __future__ import annotations
 import inspect
 import logging
 import operator
-import sys
 from typing import Any, Dict, Optional, Tuple
 
+from ..frameworks import adapter_for
 from ..ir.effects import is_inplace, mutated_args
 from ..ir.meta import TensorMeta
 from ..ir.node import Node
@@ -74,12 +74,13 @@ def _pure_reader(node: Node) -> bool:
 
 
 def _function_named(target: Any, name: str, framework: str) -> Optional[Any]:
-    modules = (getattr(target, "__module__", None) or "",) + _MODULES.get(framework, ())
-    for module_name in modules:
-        found = getattr(sys.modules.get(module_name), name, None)
+    adapter = adapter_for(framework)
+    found = getattr(inspect.getmodule(target), name, None)  # the target's own module first
+    for module_name in _MODULES.get(framework, ()):
         if callable(found):
             return found
-    return None
+        found = adapter.callable_named(module_name, name)
+    return found if callable(found) else None
 
 
 def out_of_place(node: Node, framework: str) -> Optional[Tuple[str, Any, tuple, Dict[str, Any]]]:
@@ -119,8 +120,8 @@ def _parameters(fn: Any) -> Tuple[str, ...]:
 
 
 def _has_method(framework: str, name: str) -> bool:
-    tensor = getattr(sys.modules.get(framework), "Tensor", None)
-    return tensor is not None and callable(getattr(tensor, name, None))
+    adapter = adapter_for(framework)
+    return adapter.loaded() and callable(adapter.method(name))
 
 
 def _rewrite(node: Node, order: Dict[Node, int], framework: str) -> bool:

@@ -22,6 +22,7 @@ import operator
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from ..backends.base import region_subgraph
 from ..errors import LoweringError
 from ..ir.node import Node, map_aggregate, map_arg
 from ..progress import tracked
@@ -30,23 +31,6 @@ from .partition import regions_from_meta
 __all__ = ["lower", "region_subgraph", "RegionGraph"]
 
 log = logging.getLogger(__name__)
-
-
-def region_subgraph(region) -> Any:
-    """A standalone ``Graph`` of ``region``: placeholders for its inputs, a tuple output."""
-    from ..ir import Graph
-
-    sub = Graph()
-    env: Dict[Any, Any] = {}
-    for inp in region.inputs:
-        ph = sub.placeholder(inp.name)
-        ph.meta = {k: v for k, v in inp.meta.items() if k in ("tensor_meta", "val")}
-        env[inp] = ph
-    for node in region.nodes:
-        env[node] = sub.node_copy(node, lambda n: env[n])
-    sub.output(tuple(env[o] for o in region.outputs))
-    return sub
-
 
 
 class _Ref:

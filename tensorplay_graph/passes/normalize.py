@@ -20,10 +20,10 @@ known); the ones whose input is unknown keep an ``alias`` barrier instead.
 from __future__ import annotations
 
 import logging
-from typing import Any, Tuple
+from typing import Any
 
 from .. import prims
-from ..frameworks import framework_of
+from ..frameworks.graphs import graph_framework
 from ..ir.meta import TensorMeta
 
 logger = logging.getLogger(__name__)
@@ -33,45 +33,6 @@ __all__ = ["normalize", "graph_framework"]
 
 def _graph_of(gm: Any) -> Any:
     return getattr(gm, "graph", gm)
-
-
-def graph_framework(graph: Any) -> str:
-    """``"tensorplay"`` or ``"torch"``: the framework whose method conventions apply.
-
-    Taken from the first placeholder carrying an example value (``meta["val"]``),
-    else from the first call target defined in a TensorPlay module; torch otherwise.
-    The scan is remembered until the graph changes (backends ask once per region, and a
-    graph of ``operator`` calls only is read to its end each time); the example values
-    of the placeholders it passed are read again on every call.
-    """
-    version = getattr(graph, "_version", None)
-    memo = getattr(graph, "_framework_memo", None)
-    if memo is None or version is None or memo[0] != version:
-        memo = (version, *_scan_framework(graph))
-        if version is not None:
-            graph._framework_memo = memo
-    for node in memo[1]:
-        framework = framework_of(node.meta.get("val"))
-        if framework is not None:
-            return framework
-    return memo[2]
-
-
-def _scan_framework(graph: Any) -> Tuple[Tuple[Any, ...], str]:
-    """(placeholders before the first call whose target names a framework, that framework)."""
-    placeholders = []
-    for node in graph.nodes:
-        if node.op == "placeholder":
-            placeholders.append(node)
-        elif node.op == "call_function":
-            module = getattr(node.target, "__module__", None) or ""
-            qualname = getattr(node.target, "__qualname__", "") or ""
-            if module.startswith("tensorplay.") or module == "tensorplay" or \
-                    qualname.startswith("TensorBase."):
-                return tuple(placeholders), "tensorplay"
-            if module.startswith("torch"):
-                return tuple(placeholders), "torch"
-    return tuple(placeholders), "torch"
 
 
 def _noop_alias_source(node: Any) -> Any:

@@ -37,7 +37,7 @@ import sys
 from typing import Any, Dict
 
 from ..errors import ShapeError
-from ..frameworks import framework_of, tensor_meta
+from ..frameworks import adapter_for, framework_of, loaded, tensor_meta
 from ..ir.meta import TensorMeta
 from ..ir.node import Node, map_aggregate, map_arg, target_name
 from .normalize import graph_framework
@@ -90,26 +90,20 @@ def shape_prop(gm: Any, *example_inputs: Any) -> Any:
 # ----------------------------------------------------------------------------- without data
 
 def _custom_op_kind(target: Any) -> Any:
-    """``"ours"`` / ``"tensorplay"`` for registered custom ops, else None."""
+    """``"ours"`` or the framework name (a framework's own custom op) for registered ops, else None."""
     ours = sys.modules.get("tensorplay_graph.library.custom_op")
     if ours is not None and isinstance(target, ours.CustomOpDef):
         return "ours"
-    seed = sys.modules.get("tensorplay.library")
-    if seed is not None and isinstance(target, getattr(seed, "CustomOpDef", ())):
-        return "tensorplay"
+    for framework in loaded():
+        if isinstance(target, adapter_for(framework).foreign_custom_op_types()):
+            return framework
     return None
 
 
 def _zeros(meta: TensorMeta, framework: str) -> Any:
     """A real zero tensor with ``meta``'s shape, dtype and strides (on the CPU)."""
-    if framework == "torch":
-        import torch
-        out = torch.zeros(meta.shape, dtype=getattr(torch, meta.dtype))
-        if not meta.is_contiguous and meta.numel:
-            out = torch.empty_strided(meta.shape, meta.stride, dtype=out.dtype).zero_()
-        return out
-    import tensorplay
-    return tensorplay.zeros(meta.shape, dtype=getattr(tensorplay, meta.dtype))
+    strided = not meta.is_contiguous and meta.numel
+    return adapter_for(framework).zeros(meta.shape, meta.dtype, stride=meta.stride if strided else None)
 
 
 class SymbolicPropagator:
@@ -124,8 +118,9 @@ class SymbolicPropagator:
     def framework(self) -> str:
         if self._framework is None:
             self._framework = graph_framework(self.graph)
-            if self._framework not in sys.modules:
-                self._framework = "torch" if "torch" in sys.modules else "tensorplay"
+            present = loaded()
+            if self._framework not in present:  # fake kernels run on an imported framework
+                self._framework = "torch" if "torch" in present or not present else present[0]
         return self._framework
 
     def run(self) -> None:
@@ -228,7 +223,7 @@ class SymbolicPropagator:
             raise ShapeError(
                 f"shape_prop: custom op {target_name(op)} at node {node.name} has no fake kernel; "
                 f"register one with @{target_name(op)}.register_fake or pass example inputs")
-        framework = "tensorplay" if kind == "tensorplay" else self.framework()
+        framework = kind if kind != "ours" else self.framework()
         devices = [m.device for m in list(args) + list(kwargs.values()) if isinstance(m, TensorMeta)]
 
         def realize(value: Any) -> Any:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import importlib
 import operator
-import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import UnsupportedOpError
+from ..frameworks import adapter_for, loaded
 from .record import KINDS, Prim
 
 __all__ = ["Prim", "KINDS", "register", "get", "all_prims", "lookup", "canonical_args"]
@@ -159,8 +159,7 @@ def _build_tables(frameworks: Tuple[str, ...]) -> Dict[str, Any]:
                                            f"tensorplay.{spelling}" not in prim.adapters
                                            else f"tensorplay.{spelling}")
                     methods[(fw, name)] = (prim, adapter)
-                    tensor_cls = getattr(sys.modules.get(fw), "Tensor", None)
-                    target = getattr(tensor_cls, name, None) if fw in frameworks else None
+                    target = adapter_for(fw).method(name) if fw in frameworks else None
                     if target is not None:
                         functions.setdefault(_key(target), (prim, adapter))
                         keep.append(target)
@@ -169,15 +168,13 @@ def _build_tables(frameworks: Tuple[str, ...]) -> Dict[str, Any]:
                 functions[_key(target)] = (prim, _adapter_for(prim, spelling))
                 keep.append(target)
             elif framework in frameworks:
-                mod = sys.modules.get(module)
-                target = getattr(mod, name, None) if mod is not None else None
+                target = adapter_for(framework).callable_named(module, name)
                 if target is not None:
                     functions[_key(target)] = (prim, _adapter_for(prim, spelling))
                     keep.append(target)
                     if framework == "tensorplay" and module == "tensorplay":
                         # tensorplay.X is tensorplay.functional.X; register both, in case.
-                        fmod = sys.modules.get("tensorplay.functional")
-                        ftarget = getattr(fmod, name, None) if fmod is not None else None
+                        ftarget = adapter_for(framework).callable_named("tensorplay.functional", name)
                         if ftarget is not None:
                             functions.setdefault(_key(ftarget), (prim, _adapter_for(prim, spelling)))
                             keep.append(ftarget)
@@ -185,16 +182,12 @@ def _build_tables(frameworks: Tuple[str, ...]) -> Dict[str, Any]:
 
 
 def _tables() -> Dict[str, Any]:
-    present = tuple(fw for fw in _FRAMEWORK_MODULES if fw in sys.modules)
+    present = tuple(fw for fw in loaded() if fw in _FRAMEWORK_MODULES)
     tables = _TABLES.get(present)
     if tables is None:
         for fw in present:  # nn.functional may not be imported yet
             for module in _FRAMEWORK_MODULES[fw][1:]:
-                if module not in sys.modules:
-                    try:
-                        importlib.import_module(module)
-                    except ImportError:
-                        pass
+                adapter_for(fw).import_module(module)
         tables = _TABLES[present] = _build_tables(present)
     return tables
 

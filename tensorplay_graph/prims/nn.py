@@ -20,10 +20,10 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Optional
 
 from ..errors import ShapeError
+from ..frameworks import adapter_for
 from ..ir.meta import TensorMeta
 from . import register
 from .effects import same_as_input
@@ -46,8 +46,7 @@ def batch_norm_channels(a, mean, var, weight=None, bias=None, eps=1e-5):
     The eager implementation (used when no backend claims the node) is the framework's
     own ``batch_norm`` on the flattened operands, so it equals eager exactly.
     """
-    module = type(a).__module__.split(".", 1)[0]
-    functional = sys.modules[f"{module}.nn.functional"]
+    functional = adapter_for(a).functional()
 
     def flat(t: Any) -> Any:
         return None if t is None else t.reshape(-1)

@@ -22,6 +22,7 @@ import contextvars
 from typing import Any, Iterable, Iterator, Optional, Sequence, Tuple
 
 from ..errors import ShapeError
+from ..frameworks import adapter_for
 from ..ir.meta import FLOATING_DTYPES, INTEGER_DTYPES, TensorMeta
 
 DEFAULT_FLOAT = "float32"
@@ -56,13 +57,8 @@ def current_framework() -> str:
 
 def default_float(framework: Optional[str] = None) -> str:
     """The framework's default floating dtype (``torch.set_default_dtype`` moves it)."""
-    import sys
-
-    module = sys.modules.get(framework or current_framework())
-    getter = getattr(module, "get_default_dtype", None)
-    if getter is None:
-        return DEFAULT_FLOAT
-    name = str(getter()).rsplit(".", 1)[-1]
+    adapter = adapter_for(framework or current_framework())
+    name = adapter.default_float() if adapter.loaded() else None
     return name if name in _CATEGORY and category(name) == 2 else DEFAULT_FLOAT
 
 

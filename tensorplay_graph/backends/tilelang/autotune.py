@@ -12,6 +12,7 @@ import json
 import logging
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ...frameworks import adapter_for
 from ...progress import tracked
 from . import cache
 from .gemm import GemmDesc, GemmKernel, TileConfig, candidates_for, heuristic_config
@@ -22,8 +23,7 @@ SWEEP_SIZE = 4  # the biggest-tile candidates; smaller ones never won on Hopper 
 
 
 def _key(desc: GemmDesc) -> str:
-    import torch
-    return cache.digest(repr(desc), torch.cuda.get_device_name(), cache.tilelang_version())
+    return cache.digest(repr(desc), adapter_for("torch").device_name(), cache.tilelang_version())
 
 
 def _load() -> Dict[str, dict]:
@@ -34,13 +34,13 @@ def _load() -> Dict[str, dict]:
 
 
 def _inputs(desc: GemmDesc):
-    import torch
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    dt = getattr(torch, desc.dtype)
+    torch = adapter_for("torch")
+    gen = torch.generator("cuda", 0)
+    dt = torch.dtype(desc.dtype)
     lead = (desc.batch,) if desc.batch else ()
 
     def rnd(*shape):
-        return (torch.randn(*shape, generator=gen, device="cuda", dtype=torch.float32) * 0.1).to(dt)
+        return (torch.randn(shape, "float32", device="cuda", generator=gen) * 0.1).to(dt)
 
     a = rnd(*lead, desc.M, desc.K)
     b = rnd(*lead, *((desc.N, desc.K) if desc.trans_b else (desc.K, desc.N)))
@@ -50,12 +50,11 @@ def _inputs(desc: GemmDesc):
 
 def time_kernel(kernel: GemmKernel, args, reps: int = 20) -> float:
     """Median milliseconds of ``kernel(*args)`` over ``reps`` CUDA-event timings."""
-    import torch
     for _ in range(3):
         kernel(*args)
     times = []
     for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start, end = adapter_for("torch").timing_events()
         start.record()
         kernel(*args)
         end.record()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from typing import Any, Iterable, Sequence, Tuple
 
 from ...errors import LoweringError
@@ -64,22 +63,19 @@ def numel(shape: Sequence[int]) -> int:
 
 # ----------------------------------------------------------------------------- tensor glue
 
-def framework_module(example: Any):
-    """The framework module (``torch`` / ``tensorplay``) that owns tensor ``example``."""
-    from ...frameworks import framework_of
+def framework_adapter(example: Any):
+    """The adapter of the framework (torch / TensorPlay) that owns tensor ``example``."""
+    from ...frameworks import adapter_for, framework_of
     fw = framework_of(example)
     if fw is None:
         raise LoweringError(f"tilelang backend: expected a torch or TensorPlay tensor, got "
                             f"{type(example).__name__}")
-    return sys.modules[fw]
+    return adapter_for(fw)
 
 
 def empty(example: Any, shape: Tuple[int, ...], dtype: str) -> Any:
     """An uninitialised tensor of the same framework and device as ``example``."""
-    mod = framework_module(example)
-    if mod.__name__ == "torch":
-        return mod.empty(tuple(shape), dtype=getattr(mod, dtype), device=example.device)
-    return mod.empty(tuple(shape), dtype=getattr(mod, dtype))
+    return framework_adapter(example).empty(shape, dtype, device=example.device)
 
 
 def contiguous(t: Any) -> Any:

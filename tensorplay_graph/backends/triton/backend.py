@@ -11,11 +11,11 @@ results go back the same way.
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any, List, Optional
 
 from ...errors import LoweringError
+from ...frameworks import adapter_for
 from ...prims.rules import scalar_out_of_range
 from ..base import Kernel, Region
 from .cache import KernelCache
@@ -26,15 +26,18 @@ from .lowering import is_node, plan_region, row_dims
 from .plan import eager_fallback, interpreting
 
 
+_TENSORPLAY = adapter_for("tensorplay")
+
+
 def _custom_op(target: Any) -> Optional[Any]:
     return target if all(hasattr(target, a) for a in ("is_triton_op", "kernel_for")) else None
 
 
 def _to_torch(values, foreign: List[bool]) -> list:
     """DLPack crossing for TensorPlay tensors (zero-copy); marks which were foreign."""
-    if "tensorplay" not in sys.modules:  # no TensorPlay tensor can exist: nothing to convert
+    if not _TENSORPLAY.loaded():  # no TensorPlay tensor can exist: nothing to convert
         return list(values)
-    import torch
+    torch = adapter_for("torch")
     out = []
     for v in values:
         is_tp = type(v).__module__.startswith("tensorplay") and hasattr(v, "__dlpack__")
@@ -44,8 +47,7 @@ def _to_torch(values, foreign: List[bool]) -> list:
 
 
 def _from_torch(values):
-    import tensorplay
-    return tuple(tensorplay.from_dlpack(v) for v in values)
+    return tuple(_TENSORPLAY.from_dlpack(v) for v in values)
 
 
 def _pointwise_semantics(prim: str, args: dict, dtype: str) -> Optional[str]:
@@ -68,7 +70,7 @@ def _cpu_eager_quirk(node: Any, prim: str, tm: Any) -> Optional[str]:
     semantics the templates follow, or None."""
     if prim == "gelu" and tm.device_type == "cpu" and tm.dtype in ("float32", "bfloat16") and \
             node.meta["prim_args"].get("approximate", "none") == "none":
-        from ...passes.normalize import graph_framework
+        from ...frameworks.graphs import graph_framework
 
         graph = getattr(node, "graph", None)
         if graph is None or graph_framework(graph) == "torch":
@@ -195,7 +197,7 @@ class TritonBackend:
             single = plan[0][0]
 
             def run(*values):  # the common case: one kernel over the region's inputs
-                if "tensorplay" in sys.modules:
+                if _TENSORPLAY.loaded():
                     foreign: List[bool] = []
                     outs = tuple(single(*_to_torch(values, foreign)))
                     return _from_torch(outs) if any(foreign) else outs
@@ -222,7 +224,7 @@ class TritonBackend:
 def _eager_guard(region: Region):
     """Wraps a region's run so operands no kernel may read run the region eagerly."""
     from ...ir import GraphModule
-    from ...passes.lower import region_subgraph
+    from ..base import region_subgraph
     eager = GraphModule({}, region_subgraph(region))
     return lambda run: eager_fallback(run, eager, f"triton region {region.id} "
                                                   f"({', '.join(region.names)})")

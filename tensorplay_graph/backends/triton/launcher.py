@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
+from ...frameworks import adapter_for
 from .codegen_pointwise import KernelSource
 from .layout import Layout
 
@@ -180,22 +181,17 @@ class CudaGraphRunner:
 
     def _warm_up(self, args: Sequence[Any]) -> Any:
         # On a side stream, as torch.cuda.graphs recommends before capturing.
-        import torch
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
+        with adapter_for("torch").side_stream():
             out = self.fn(*args)
-        torch.cuda.current_stream().wait_stream(stream)
         return out
 
     def _capture(self, args: Sequence[Any], signature: tuple) -> Any:
-        import torch
         if len(self._direct) + len(self._copying) >= self.max_graphs:
             self._direct.clear()
             self._copying.clear()
-        graph = torch.cuda.CUDAGraph()
+        graph, capturing = adapter_for("torch").cuda_graph()
         try:
-            with torch.cuda.graph(graph):
+            with capturing:
                 outputs = self.fn(*args)
         except Exception as exc:
             log.warning("CudaGraphRunner: %s cannot be captured in a CUDA graph (%s: %s); "

@@ -19,6 +19,7 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ...errors import LoweringError
+from ...frameworks import adapter_for
 from ...ir.meta import contiguous_strides
 from .cache import KernelCache, default_cache
 from .codegen_pointwise import KernelSource, render_pointwise
@@ -230,17 +231,18 @@ class KernelPlan:
         ``empty_like`` of that input: on the launch-bound path it costs about half
         of ``torch.empty(shape, dtype=, device=)``, which parses its arguments.
         """
-        import torch
-        dtypes = [getattr(torch, o.dtype) for o in self.desc.outputs]
+        torch = adapter_for("torch")
+        dtypes = [torch.dtype(o.dtype) for o in self.desc.outputs]
+        empty, empty_like = torch.module.empty, torch.module.empty_like  # bound once: per launch
         makers: List[Callable[[Sequence[Any]], Any]] = []
         for shape, dtype in zip(self.out_shapes, dtypes):
             twin = next((i for i, t in enumerate(tensors)
                          if tuple(t.shape) == shape and t.dtype == dtype and t.is_contiguous()), None)
             if twin is not None:
-                makers.append(lambda ts, i=twin: torch.empty_like(ts[i]))
+                makers.append(lambda ts, i=twin: empty_like(ts[i]))
             else:
                 makers.append(lambda ts, shape=shape, dtype=dtype:
-                              torch.empty(shape, dtype=dtype, device=ts[0].device))
+                              empty(shape, dtype=dtype, device=ts[0].device))
         if len(makers) == 1:
             make = makers[0]
             return lambda ts: [make(ts)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List
 
-from ...frameworks import tensor_meta
+from ...frameworks import adapter_for, tensor_meta
 from ...ir.graph import Graph
 from ..base import Region
 
@@ -74,8 +74,8 @@ def eager(fn: Callable[..., Any], *examples: Any):
 # (name, program, example factory(device, dtype)) -- shared by tests/interp and benchmarks/gpu.py.
 
 def _cases():
-    import torch
-    import torch.nn.functional as F
+    torch = adapter_for("torch").module
+    F = adapter_for("torch").functional()
 
     def rnd(*shape, device, dtype):
         return torch.randn(*shape, device=device).to(dtype)
@@ -154,7 +154,7 @@ TOLERANCE = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (6e-2
 
 def check_case(backend, program, examples, dtype_name: str):
     """Compile ``program`` for ``examples`` and compare with eager; returns max abs error."""
-    import torch
+    torch = adapter_for("torch").module
     region = build(program, *examples)
     kernel = backend.compile(region)
     got = kernel(*examples)
