@@ -19,9 +19,9 @@ getitem = x[1:, ...]
 from __future__ import annotations
 
 import builtins
+import inspect
 import math
 import operator
-import sys
 from typing import Any, Dict, List
 
 from ..errors import GraphLintError
@@ -207,7 +207,7 @@ def readable_name(target: Any) -> str:
     if qualname is not None:  # a custom op: ops.<namespace>.<name>
         return "ops." + qualname.replace("::", ".")
     if module and isinstance(name, str) and module not in ("builtins", "_operator"):
-        if getattr(sys.modules.get(module), name, None) is target:
+        if getattr(inspect.getmodule(target), name, None) is target:
             return f"{module}.{name}"
     return target_name(target)
 
