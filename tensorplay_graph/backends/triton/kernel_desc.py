@@ -29,7 +29,7 @@ ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1,
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 #: Row reductions a statement may perform, with the neutral element masked lanes take.
-REDUCTIONS = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')"}
+REDUCTIONS = {"sum": "0.0", "prod": "1.0", "max": "float('-inf')", "min": "float('inf')"}
 
 
 def compute_dtype(dtype: str) -> str:
