@@ -42,8 +42,9 @@ class Reduction:
     """One row reduction: ``post(combine(pre(x) for x in row))``.
 
     * ``combine`` -- ``"sum"``, ``"prod"``, ``"max"`` or ``"min"``.
-    * ``identity`` -- what padding lanes hold (the combine's neutral element by default;
-      integer dtypes use their own bounds for max / min).
+    * ``identity`` -- what padding lanes of floating rows hold: the combine's neutral element
+      by default (integer rows use their dtype's bounds for max / min). Another value is
+      only right where no element is more neutral (``0.0`` for a max of non-negatives).
     * ``pre`` -- per element, over ``{x}`` (``"{x} * {x}"`` for a sum of squares).
     * ``post`` -- on the combined value ``{acc}``; ``{n}`` is the row length as a float
       literal (``mean``: ``"{acc} / {n}"``).

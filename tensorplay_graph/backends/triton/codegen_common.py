@@ -62,7 +62,8 @@ def stmt_lines(stmts: List[Stmt], mask: str) -> List[str]:
         if stmt.reduce is None:
             lines.append(f"{INDENT}{stmt.var} = {stmt.expr}")
         else:
-            neutral = _neutral(stmt.reduce, stmt.dtype)
+            neutral = stmt.identity if stmt.identity is not None and \
+                stmt.dtype.startswith("float") else _neutral(stmt.reduce, stmt.dtype)
             masked = f"tl.where({mask}, {stmt.expr}, {neutral})"
             if stmt.reduce in COMBINE_FUNCTIONS:  # no tl.<name>: tl.reduce with a jit combine
                 call = f"tl.reduce({masked}, 0, {COMBINE_FUNCTIONS[stmt.reduce][0]})"

@@ -31,8 +31,8 @@ class Emitter:
     per_row: Dict[str, bool] = field(default_factory=dict)
 
     def emit(self, var: str, expr: str, dtype: str, source: str, reduce: Optional[str] = None,
-             per_row: bool = False) -> str:
-        self.stmts.append(Stmt(var, expr, dtype, reduce, source))
+             per_row: bool = False, identity: Optional[str] = None) -> str:
+        self.stmts.append(Stmt(var, expr, dtype, reduce, source, identity))
         self.dtypes[var] = dtype
         self.per_row[var] = per_row or reduce is not None
         return var
@@ -92,13 +92,17 @@ class RowOps:
         return self.em.emit(self._name(name), expr, dtype or self.dtype, self.source, per_row=True)
 
     def reduce(self, expr: str, combine: str, name: Optional[str] = None,
-               dtype: Optional[str] = None) -> str:
-        """``combine`` (sum / prod / max / min) of ``expr`` over the row: one value per row."""
+               dtype: Optional[str] = None, identity: Optional[float] = None) -> str:
+        """``combine`` (sum / prod / max / min) of ``expr`` over the row: one value per row.
+
+        ``identity``: what padding lanes hold for floating values (default: the neutral
+        element of ``combine``)."""
         if combine not in REDUCTIONS:
             raise LoweringError(f"triton backend: no row reduction {combine!r} (have "
                                 f"{', '.join(REDUCTIONS)}); node {self.source}")
         return self.em.emit(self._name(name), expr, dtype or self.dtype, self.source,
-                            reduce=combine)
+                            reduce=combine,
+                            identity=None if identity is None else literal(float(identity)))
 
 
 def emit_rule(row: RowOps, rule: Any, args: Dict[str, Any]) -> str:
@@ -117,8 +121,9 @@ def _emit_reduction(row: RowOps, rule: Reduction, a: str) -> str:
     final = rule.post != "{acc}"
     nan_check = rule.propagate_nan and row.dtype in FLOATS
     if not (final or nan_check):
-        return row.reduce(element, rule.combine)
-    acc = row.reduce(element, rule.combine, name="top" if nan_check else rule.combine)
+        return row.reduce(element, rule.combine, identity=rule.identity)
+    acc = row.reduce(element, rule.combine, name="top" if nan_check else rule.combine,
+                     identity=rule.identity)
     if nan_check:
         # tl.max / tl.min skip NaN; eager propagates it: count the row's NaNs alongside.
         nans = row.reduce(f"({x} != {x}).to(tl.int32)", "max", name="nans", dtype="int32")

@@ -78,7 +78,9 @@ class Stmt:
     """``var = expr``; with ``reduce`` set, ``var`` is the row reduction of ``expr``.
 
     ``expr`` is Triton source over input names and earlier ``var``s. ``dtype``
-    is the compute dtype of the value; ``source`` the graph node it implements.
+    is the compute dtype of the value; ``source`` the graph node it implements;
+    ``identity`` what padding lanes of a floating reduction hold (default: the
+    combine's neutral element, ``REDUCTIONS``).
     """
 
     var: str
@@ -86,6 +88,7 @@ class Stmt:
     dtype: str
     reduce: Optional[str] = None
     source: str = ""
+    identity: Optional[str] = None
 
 
 @dataclass(frozen=True)
