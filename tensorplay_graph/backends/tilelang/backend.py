@@ -18,10 +18,10 @@ import logging
 from typing import Any, Dict, List, Optional, Tuple
 
 from ...errors import LoweringError
+from ...prims.lowering import Gemm
 from ..base import Kernel, Region, record_declines
 from . import exprs
 from . import plan as planner
-from ...prims.lowering import Gemm
 from .gemm import GEMM_DTYPES, EpInput, EpStep, GemmDesc, GemmKernel, heuristic_config, lower_cuda
 from .pointwise import PointwiseDesc, PwInput, PwOutput, PwStep, compile_pointwise
 from .program import numel
