@@ -83,3 +83,29 @@ def test_reduction_rules_name_their_combine_ops():
     assert Reduction("prod").identity == 1.0 and Reduction("max").identity == float("-inf")
     with pytest.raises(ValueError, match="combine must be one of .*row builder"):
         Reduction("logsumexp")
+
+
+def _is_prim_name(expr) -> bool:
+    """``prim.name`` / ``node.meta["prim"].name`` (any spelling of a prim's name)."""
+    import ast
+    if not (isinstance(expr, ast.Attribute) and expr.attr == "name"):
+        return False
+    value = expr.value
+    if isinstance(value, ast.Name):
+        return "prim" in value.id
+    return isinstance(value, ast.Subscript) and getattr(value.slice, "value", None) == "prim"
+
+
+def test_no_backend_branches_on_a_prims_name():
+    import ast
+    import pathlib
+
+    import tensorplay_graph.backends as backends
+
+    found = []
+    for path in pathlib.Path(backends.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare) and any(
+                    _is_prim_name(e) for e in [node.left, *node.comparators]):
+                found.append(f"{path.name}:{node.lineno}")
+    assert not found, f"backends compare prim names (read the record instead): {found}"
