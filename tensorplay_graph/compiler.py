@@ -54,8 +54,6 @@ from .progress import progress
 logger = logging.getLogger("tensorplay_graph.compile")
 
 AUTO = "auto"
-#: Backends ``"auto"`` considers, in preference order.
-AUTO_CANDIDATES = ("triton", "tilelang", "reference")
 BackendSpec = Union[str, Sequence[str]]
 
 
@@ -167,8 +165,8 @@ def choose_backends(device: str) -> List[str]:
     """
     if device == "cuda" and not _cuda_available():
         return []
-    from .backends.registry import try_resolve_backends
-    usable, _missing = try_resolve_backends(AUTO_CANDIDATES)
+    from .backends.registry import PREFERENCE, try_resolve_backends
+    usable, _missing = try_resolve_backends(PREFERENCE)
     return [b.name for b in usable if device in getattr(b, "profitable_devices", ())]
 
 

@@ -25,8 +25,6 @@ from .ir.meta import TensorMeta
 
 __all__ = ["explain", "Explanation", "RegionInfo"]
 
-DEFAULT_BACKENDS = ("triton", "tilelang", "reference")
-
 
 @dataclass
 class RegionInfo:
@@ -143,36 +141,30 @@ def explain(fn: Any, *example_inputs: Any,
             debug_dir: Optional[str] = None) -> Explanation:
     """Plan ``fn`` on ``example_inputs`` and explain every decision.
 
-    ``backend`` is a name or names in preference order (default: every known
-    backend: triton, tilelang, reference). ``fn`` may be a GraphModule.
+    ``backend`` is a name or names in preference order (default: every built-in backend,
+    in ``backends.registry.PREFERENCE`` order). ``fn`` may be a GraphModule.
     """
-    from .backends.registry import try_resolve_backends
+    from .backends.registry import PREFERENCE, try_resolve_backends
     from .compiler import graph_module_of
-    from .passes.barriers import barriers
-    from .passes.manager import PassManager
-    from .passes.normalize import normalize
-    from .passes.partition import partition
-    from .passes.pipeline import REWRITE_PASSES
-    from .passes.shape_prop import shape_prop
-
     from .options import check_backend_names
-    requested = DEFAULT_BACKENDS if backend is None else backend
+    from .passes.manager import PassManager
+    from .passes.partition import regions_from_meta
+    from .passes.pipeline import PLANNING_PASSES, build_passes
+
+    requested = PREFERENCE if backend is None else backend
     check_backend_names(requested)
     usable, missing = try_resolve_backends(requested)
     device = _planning_device(assume_device, usable, example_inputs)
     gm = graph_module_of(fn, example_inputs)
-    regions: List[Any] = []
-
-    def plan_partition(g):
-        regions.extend(partition(g, usable))
-
-    passes = [("normalize", normalize), ("shape_prop", lambda g: shape_prop(g, *example_inputs)),
-              *REWRITE_PASSES]
+    # The compile pipeline's own planning passes; re-labelling the devices (when planning
+    # for another device) goes right before the first pass that asks the backends.
+    passes = build_passes(tuple(example_inputs), usable, upto=PLANNING_PASSES[-1])
     if device is not None:
-        passes.append(("assume_device", lambda g: _relabel_device(g, device)))
-    passes += [("barriers", lambda g: barriers(g, usable)), ("partition", plan_partition)]
+        at = [name for name, _ in passes].index("barriers")
+        passes.insert(at, ("assume_device", lambda g: _relabel_device(g, device)))
     manager = PassManager(passes, debug_dir=debug_dir)  # lints in debug / test mode
     gm = manager(gm)
+    regions = regions_from_meta(gm)
 
     report = Explanation(graph_module=gm, backends=[b.name for b in usable],
                          missing_backends=missing, timings=dict(manager.timings),

@@ -114,8 +114,12 @@ def test_commands_are_a_table():
 def test_installed_command(program):
     exe = shutil.which("tpgraph", path=os.path.dirname(sys.executable))
     command = [exe] if exe else [sys.executable, "-m", "tensorplay_graph.cli"]
+    # The installed command, importing this checkout's package (not the installed copy).
+    root = os.path.dirname(os.path.dirname(os.path.abspath(cli.__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     result = subprocess.run(command + ["print", f"{program}:mlp", "--input", "4x8",
                                        "--input", "8x3"], capture_output=True, text=True,
-                            timeout=120)
+                            timeout=120, env=env)
     assert result.returncode == 0, result.stderr
     assert "= matmul.relu()" in result.stdout

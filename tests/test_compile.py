@@ -177,12 +177,12 @@ def test_bad_options_are_rejected():
 
 
 def test_auto_policy_on_cpu_uses_only_profitable_backends():
-    from tensorplay_graph.backends.registry import get_backend
+    from tensorplay_graph.backends.registry import PREFERENCE, get_backend
     from tensorplay_graph.compiler import choose_backends
     chosen = choose_backends("cpu")
     # Triton only interprets on the CPU; TileLang's C kernels lost to eager next to the
     # framework's thread pool (benchmarks/auto_cpu.py), so "auto" leaves the CPU to eager.
-    expected = [name for name in ("triton", "tilelang", "reference")
+    expected = [name for name in PREFERENCE
                 if "cpu" in getattr(get_backend(name), "profitable_devices", ())]
     assert chosen == expected == []
 

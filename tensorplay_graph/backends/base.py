@@ -53,6 +53,28 @@ class Kernel:
         return f"<Kernel {self.name} ({self.backend})>"
 
 
+def node_framework(node: Node) -> str:
+    """``"torch"`` / ``"tensorplay"``: whose eager semantics ``node``'s program follows."""
+    from ..frameworks.graphs import graph_framework
+
+    graph = getattr(node, "graph", None)
+    return graph_framework(graph) if graph is not None else "torch"
+
+
+def record_declines(backend: str, node: Node) -> Optional[str]:
+    """The reason ``node``'s prim record gives for ``backend`` not to take it, or None.
+
+    The record's ``declines[backend]`` check sees the canonical arguments with each
+    tensor replaced by its ``TensorMeta``, the result's meta and the program's framework.
+    """
+    prim = node.meta.get("prim")
+    if prim is None or backend not in prim.declines:
+        return None
+    args = {key: value.meta.get("tensor_meta") if isinstance(value, Node) else value
+            for key, value in node.meta.get("prim_args", {}).items()}
+    return prim.declined(backend, args, node.meta.get("tensor_meta"), node_framework(node))
+
+
 @runtime_checkable
 class Backend(Protocol):
     """What a backend provides. ``supports`` returns ``None`` or a reason string.

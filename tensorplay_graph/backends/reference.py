@@ -30,7 +30,7 @@ from ..ir.meta import FLOATING_DTYPES, INTEGER_DTYPES, TensorMeta
 from ..ir.node import map_arg
 from ..prims.reference_math import opmath
 from ..prims.rules import framework_rules, is_scalar, result_type, scalar_out_of_range
-from .base import Kernel, Region
+from .base import Kernel, Region, record_declines
 from .registry import register_backend
 
 __all__ = ["ReferenceBackend", "BACKEND"]
@@ -115,19 +115,9 @@ class ReferenceBackend:
                 return f"runs on cpu only, got a tensor on {value_meta.device}"
             if value_meta.dtype not in SUPPORTED_DTYPES:
                 return f"dtype {value_meta.dtype} is not supported (NumPy has no such type)"
-        if prim.name in ("add", "sub") and node.meta["prim_args"].get("alpha", 1) != 1 and \
-                meta.dtype in ("float16", "bfloat16"):
-            return (f"{prim.name} with alpha on {meta.dtype}: eager rounds alpha * b to "
-                    f"{meta.dtype} before adding; not modelled")
-        if prim.name == "gelu" and meta.dtype == "float32" and \
-                node.meta["prim_args"].get("approximate", "none") == "none" and \
-                region_framework(Region(0, self.name, [node])) == "torch":
-            return ("torch's float32 gelu kernel gives NaN at +inf and inf near the float32 "
-                    "maximum (its vectorised erf); not modelled")
-        if prim.name in ("maximum", "minimum") and meta.dtype == "float16" and \
-                region_framework(Region(0, self.name, [node])) == "tensorplay":
-            return ("TensorPlay's float16 maximum / minimum drop some NaNs (measured); "
-                    "not modelled")
+        why = record_declines(self.name, node)
+        if why:
+            return why
         return scalar_out_of_range(node) if prim.kind == "pointwise" else None
 
     def compile(self, region: Region) -> Kernel:
@@ -182,10 +172,10 @@ def _local_names(region: Region) -> Dict[Any, str]:
     return names
 
 
-#: torch keeps a Python scalar (or 0-d CPU tensor) second operand of these ops in opmath
-#: for 16-bit floats (``fp16_x * 70000`` is 35008, not fp16(70000) = inf times x).
-_TORCH_OPMATH_SCALAR_OPS = frozenset({"mul", "div"})  # add / sub cast it (measured)
-_TENSORPLAY_OPMATH_SCALAR_OPS = frozenset({"pow"})
+#: The prim trait saying a framework keeps a Python scalar (or 0-d CPU tensor) operand in
+#: opmath for 16-bit floats (torch: ``fp16_x * 70000`` is 35008, not fp16(70000) = inf times
+#: x; its add / sub cast it, measured).
+_OPMATH_SCALAR_TRAIT = {"torch": "torch_opmath_scalar", "tensorplay": "tensorplay_opmath_scalar"}
 
 #: NumPy's float32 ``tanh`` / ``exp`` ... are up to an ulp off where eager's are right
 #: (``tanh(9.5)``: 0.99999994 vs 1.0, which ``trunc`` then turns into 0 vs 1). Computed in
@@ -235,8 +225,8 @@ def _convert(name: str, raw: Any, text: Any, common: str, prim, framework: str) 
     if common == "float32" and prim.name in _FLOAT64_TRANSCENDENTALS:
         work = "float64"
     second = name in ("a", "b")  # either side: ``70000 / x`` keeps 70000 in float32 too
-    ops = _TORCH_OPMATH_SCALAR_OPS if framework == "torch" else _TENSORPLAY_OPMATH_SCALAR_OPS
-    opmath_second = prim.name in ops and second and common in ("float16", "bfloat16")
+    opmath_second = _OPMATH_SCALAR_TRAIT[framework] in prim.traits and second and \
+        common in ("float16", "bfloat16")
     if is_scalar(raw):
         return f"_scalar({raw!r}, {None if opmath_second else common!r}, {work!r})"
     meta = _meta(raw)

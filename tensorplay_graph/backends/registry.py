@@ -20,18 +20,22 @@ from typing import Dict, Iterable, List, Optional, Tuple
 from ..errors import UnknownBackendError, UnsupportedOpError
 
 __all__ = ["register_backend", "get_backend", "available_backends", "resolve_backends",
-           "unavailable_backends", "INTERPRETER"]
+           "unavailable_backends", "INTERPRETER", "PREFERENCE"]
 
 log = logging.getLogger(__name__)
 
 INTERPRETER = "interpreter"
 
-# name -> module that registers it on import (or defines ``BACKEND`` / ``make_backend()``).
+# name -> module that registers it on import (or defines ``BACKEND`` / ``make_backend()``),
+# in preference order.
 _BUILTIN: Dict[str, str] = {
-    "reference": "tensorplay_graph.backends.reference",
     "triton": "tensorplay_graph.backends.triton",
     "tilelang": "tensorplay_graph.backends.tilelang",
+    "reference": "tensorplay_graph.backends.reference",
 }
+#: The built-in backends in preference order: what ``explain`` plans with by default and
+#: what ``compile(backend="auto")`` chooses from (each where it is profitable).
+PREFERENCE: Tuple[str, ...] = tuple(_BUILTIN)
 _REGISTRY: Dict[str, object] = {}
 _IMPORT_ERRORS: Dict[str, str] = {}
 

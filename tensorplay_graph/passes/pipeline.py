@@ -36,10 +36,9 @@ __all__ = ["PASS_NAMES", "PLANNING_PASSES", "build_passes", "compile_graph", "pl
 
 PASS_NAMES = ("normalize", "shape_prop", "decompose", "functionalize", "barriers", "partition",
               "lower", "cleanup")
-#: The passes that decide without compiling anything (``explain`` stops here).
+#: The passes that decide without compiling anything (``plan_graph`` and ``explain`` run
+#: exactly these, from :func:`build_passes`).
 PLANNING_PASSES = PASS_NAMES[:PASS_NAMES.index("partition") + 1]
-#: Graph rewrites between ``shape_prop`` and ``barriers`` (``explain`` runs them too).
-REWRITE_PASSES = (("decompose", decompose), ("functionalize", functionalize))
 
 
 def _configure(backends: Sequence, backend_options: Optional[Dict[str, Dict[str, Any]]]) -> List:
@@ -60,12 +59,19 @@ def build_passes(example_inputs: Tuple[Any, ...] = (), backends: Sequence = ("re
                  *, upto: Optional[str] = None,
                  backend_options: Optional[Dict[str, Dict[str, Any]]] = None
                  ) -> List[Tuple[str, Any]]:
-    """``(name, fn(gm))`` pairs of the pipeline, optionally stopping after pass ``upto``."""
+    """``(name, fn(gm))`` pairs of the pipeline, optionally stopping after pass ``upto``.
+
+    ``backends`` are names or backend objects in preference order; they are resolved
+    (and configured) once, so ``barriers`` and ``partition`` ask the same objects and
+    ``partition`` reuses the verdicts ``barriers`` cached (one ``supports`` call per node
+    and backend).
+    """
     resolved = _configure(backends, backend_options)
     table = {
         "normalize": normalize,
         "shape_prop": lambda gm: shape_prop(gm, *example_inputs),
-        **dict(REWRITE_PASSES),
+        "decompose": decompose,
+        "functionalize": functionalize,
         "barriers": lambda gm: barriers(gm, resolved),
         "partition": lambda gm: (partition(gm, resolved), gm)[1],
         "lower": lambda gm: lower(gm, backends=resolved),
@@ -97,7 +103,7 @@ def compile_graph(gm, example_inputs: Tuple[Any, ...] = (), *, backends: Sequenc
 
 def plan_graph(gm, example_inputs: Tuple[Any, ...] = (), *, backends: Sequence = ("reference",),
                debug_dir: Optional[str] = None, lint: Optional[bool] = None):
-    """Run the planning passes only (up to ``partition``): nothing is compiled."""
-    manager = PassManager(build_passes(tuple(example_inputs), backends, upto="partition"),
+    """Run the planning passes only (:data:`PLANNING_PASSES`): nothing is compiled."""
+    manager = PassManager(build_passes(tuple(example_inputs), backends, upto=PLANNING_PASSES[-1]),
                           lint=lint, debug_dir=debug_dir)
     return manager(gm), manager

@@ -21,7 +21,8 @@ from ..errors import UnsupportedOpError
 from ..frameworks import adapter_for, loaded
 from .record import KINDS, Prim
 
-__all__ = ["Prim", "KINDS", "register", "get", "all_prims", "lookup", "canonical_args"]
+__all__ = ["Prim", "KINDS", "register", "unregister", "get", "all_prims", "lookup",
+           "canonical_args"]
 
 _RECORD_MODULES = ("pointwise", "reductions", "norms", "matmul", "views", "effects", "nn")
 _REGISTRY: Dict[str, Prim] = {}
@@ -41,6 +42,17 @@ def register(prim: Prim) -> Prim:
     if prim.name in _REGISTRY:
         raise ValueError(f"prim {prim.name!r} is registered twice")
     _REGISTRY[prim.name] = prim
+    _TABLES.clear()
+    return prim
+
+
+def unregister(name: str) -> Prim:
+    """Remove the prim called ``name`` (tests, notebooks); its spellings stop normalizing."""
+    _load()
+    prim = _REGISTRY.pop(name, None)
+    if prim is None:
+        raise UnsupportedOpError(f"no prim named {name!r} to unregister; known prims: "
+                                 f"{', '.join(sorted(_REGISTRY))}")
     _TABLES.clear()
     return prim
 

@@ -141,7 +141,7 @@ def _training(a, p=0.5, training=True, inplace=False):
 
 # ----------------------------------------------------------------------------- records
 
-def _opaque(name: str, signature, meta, spellings, **kw) -> Prim:
+def _opaque(name: str, *, signature, meta, spellings, **kw) -> Prim:
     return register(Prim(name=name, kind="opaque", signature=signature, meta=meta,
                          spellings=tuple(spellings), **kw))
 
@@ -151,37 +151,50 @@ def _everywhere(name: str, method: bool = True) -> tuple:
 
 
 # random
-_opaque("rand", rand, factory_meta("rand", DEFAULT_FLOAT), _everywhere("rand", False), random=True)
-_opaque("randn", rand, factory_meta("randn", DEFAULT_FLOAT), _everywhere("randn", False),
-        random=True)
-_opaque("rand_like", rand_like, like_meta, _everywhere("rand_like", False), random=True)
-_opaque("randn_like", rand_like, like_meta, _everywhere("randn_like", False), random=True)
-_opaque("randint", randint, randint_meta, _everywhere("randint", False), random=True,
+_opaque("rand", signature=rand, meta=factory_meta("rand", DEFAULT_FLOAT),
+        spellings=_everywhere("rand", False), random=True)
+_opaque("randn", signature=rand, meta=factory_meta("randn", DEFAULT_FLOAT),
+        spellings=_everywhere("randn", False), random=True)
+_opaque("rand_like", signature=rand_like, meta=like_meta,
+        spellings=_everywhere("rand_like", False), random=True)
+_opaque("randn_like", signature=rand_like, meta=like_meta,
+        spellings=_everywhere("randn_like", False), random=True)
+_opaque("randint", signature=randint, meta=randint_meta,
+        spellings=_everywhere("randint", False), random=True,
         adapters={"torch:randint": _randint_adapter, "tensorplay:randint": _randint_adapter})
-_opaque("bernoulli", bernoulli, same_as_input, _everywhere("bernoulli"), random=True)
-_opaque("dropout", dropout, same_as_input,
-        ("torch.nn.functional:dropout", "tensorplay.nn.functional:dropout", "torch:dropout",
-         "tensorplay:dropout"), random=True, flags_if=_training, aliases={"train": "training"},
+_opaque("bernoulli", signature=bernoulli, meta=same_as_input,
+        spellings=_everywhere("bernoulli"), random=True)
+_opaque("dropout", signature=dropout, meta=same_as_input,
+        spellings=("torch.nn.functional:dropout", "tensorplay.nn.functional:dropout", "torch:dropout",
+                   "tensorplay:dropout"),
+        random=True, flags_if=_training, aliases={"train": "training"},
         doc="dropout(training=False) returns its input: not random (flags_if)")
-_opaque("multinomial", multinomial, multinomial_meta, _everywhere("multinomial"), random=True)
-_opaque("normal", normal, normal_meta, _everywhere("normal", False), random=True)
+_opaque("multinomial", signature=multinomial, meta=multinomial_meta,
+        spellings=_everywhere("multinomial"), random=True)
+_opaque("normal", signature=normal, meta=normal_meta,
+        spellings=_everywhere("normal", False), random=True)
 
 # data-dependent
-_opaque("nonzero", nonzero, data_dependent_meta("nonzero", "the number of nonzero elements"),
-        _everywhere("nonzero"), data_dependent=True)
-_opaque("item", item, data_dependent_meta("item", "the Python value"),
-        ("tensorplay:item", "method:item"), data_dependent=True)
-_opaque("tolist", item, data_dependent_meta("tolist", "the Python value"), ("method:tolist",),
-        data_dependent=True)
-_opaque("unique", unique, data_dependent_meta("unique", "the number of distinct elements"),
-        _everywhere("unique"), data_dependent=True)
-_opaque("masked_select", masked_select,
-        data_dependent_meta("masked_select", "the number of selected elements"),
-        _everywhere("masked_select"), data_dependent=True)
-_opaque("argwhere", item, data_dependent_meta("argwhere", "the number of nonzero elements"),
-        _everywhere("argwhere"), data_dependent=True)
-_opaque("bincount", bincount, data_dependent_meta("bincount", "the result's length (max + 1)"),
-        _everywhere("bincount"), data_dependent=True)
+_opaque("nonzero", signature=nonzero,
+        meta=data_dependent_meta("nonzero", "the number of nonzero elements"),
+        spellings=_everywhere("nonzero"), data_dependent=True)
+_opaque("item", signature=item, meta=data_dependent_meta("item", "the Python value"),
+        spellings=("tensorplay:item", "method:item"), data_dependent=True)
+_opaque("tolist", signature=item, meta=data_dependent_meta("tolist", "the Python value"),
+        spellings=("method:tolist",), data_dependent=True)
+_opaque("unique", signature=unique,
+        meta=data_dependent_meta("unique", "the number of distinct elements"),
+        spellings=_everywhere("unique"), data_dependent=True)
+_opaque("masked_select", signature=masked_select,
+        meta=data_dependent_meta("masked_select", "the number of selected elements"),
+        spellings=_everywhere("masked_select"), data_dependent=True)
+_opaque("argwhere", signature=item,
+        meta=data_dependent_meta("argwhere", "the number of nonzero elements"),
+        spellings=_everywhere("argwhere"), data_dependent=True)
+_opaque("bincount", signature=bincount,
+        meta=data_dependent_meta("bincount", "the result's length (max + 1)"),
+        spellings=_everywhere("bincount"), data_dependent=True)
 
 # side effect
-_opaque("assert", assert_, assert_meta, ("torch:_assert",), side_effect=True)
+_opaque("assert", signature=assert_, meta=assert_meta,
+        spellings=("torch:_assert",), side_effect=True)

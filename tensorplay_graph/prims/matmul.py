@@ -1,10 +1,15 @@
-"""Matmul prims (kind ``matmul``): matmul (and mm, ``@``), linear, bmm, addmm."""
+"""Matmul prims (kind ``matmul``): matmul (and mm, ``@``), linear, bmm, addmm.
+
+The ``tilelang`` lowering of each is a :class:`~tensorplay_graph.prims.lowering.Gemm`:
+which arguments are the matrices, and the epilogue over the accumulator.
+"""
 
 from __future__ import annotations
 
 from ..errors import ShapeError
 from ..ir.meta import TensorMeta
 from . import register
+from .lowering import Gemm
 from .record import Prim
 from .rules import broadcast_shapes, require_meta
 
@@ -87,9 +92,10 @@ def _spell(name: str, nn: bool = False, extra: tuple = ()) -> tuple:
     return out + ((f"tensorplay.nn.functional:{name}", f"torch.nn.functional:{name}") if nn else ()) + extra
 
 
-def _record(name, signature, meta, spellings, reference, **kw):
+def _record(name, *, signature, meta, spellings, reference, gemm, **kw):
     return register(Prim(name=name, kind="matmul", signature=signature, meta=meta,
-                         spellings=spellings, lowerings={"reference": reference}, **kw))
+                         spellings=spellings, lowerings={"reference": reference, "tilelang": gemm},
+                         **kw))
 
 
 def _linear_ref(a, weight, bias=None):
@@ -101,11 +107,24 @@ def _addmm_ref(c, a, b, beta=1, alpha=1):
     return f"({beta!r} * {c} + {alpha!r} * np.matmul({a}, {b}))"
 
 
+def _bias_epilogue(acc, bias=None, **_):
+    return acc if bias is None else f"({acc} + {bias})"
+
+
+def _addmm_epilogue(acc, c, beta=1, alpha=1, **_):
+    return f"({alpha!r} * {acc} + {beta!r} * {c})"
+
+
 _MATRIX_ALIASES = {"other": "b", "mat2": "b", "mat1": "a"}
-_record("matmul", matmul, matmul_meta,
-        _spell("matmul", extra=("tensorplay:mm", "torch:mm", "method:mm", "operator:matmul")),
-        "np.matmul({a}, {b})", aliases=_MATRIX_ALIASES)
-_record("linear", linear, linear_meta, ("tensorplay:linear", "tensorplay.nn.functional:linear",
-                                        "torch.nn.functional:linear"), _linear_ref)
-_record("bmm", bmm, bmm_meta, _spell("bmm"), "np.matmul({a}, {b})", aliases=_MATRIX_ALIASES)
-_record("addmm", addmm, addmm_meta, _spell("addmm"), _addmm_ref, aliases=_MATRIX_ALIASES)
+_record("matmul", signature=matmul, meta=matmul_meta,
+        spellings=_spell("matmul", extra=("tensorplay:mm", "torch:mm", "method:mm", "operator:matmul")),
+        reference="np.matmul({a}, {b})", gemm=Gemm(), aliases=_MATRIX_ALIASES)
+_record("linear", signature=linear, meta=linear_meta,
+        spellings=("tensorplay:linear", "tensorplay.nn.functional:linear", "torch.nn.functional:linear"),
+        reference=_linear_ref,
+        gemm=Gemm(rhs="weight", rhs_transposed=True, epilogue=_bias_epilogue,
+                  epilogue_operands=("bias",)))
+_record("bmm", signature=bmm, meta=bmm_meta, spellings=_spell("bmm"), reference="np.matmul({a}, {b})",
+        gemm=Gemm(), aliases=_MATRIX_ALIASES)
+_record("addmm", signature=addmm, meta=addmm_meta, spellings=_spell("addmm"), reference=_addmm_ref,
+        gemm=Gemm(epilogue=_addmm_epilogue, epilogue_operands=("c",)), aliases=_MATRIX_ALIASES)

@@ -1,7 +1,8 @@
 """Row-wise fused patterns (kind ``norm``): softmax log_softmax layer_norm rms_norm.
 
-Each normalises over trailing dims (``normalized_shape``) or one ``dim``; the
-result has the input's shape. Backends build their kernels from the prim name.
+Each normalises over trailing dims (``normalized_shape``) or one ``dim`` (the record's
+``dims`` rule); the result has the input's shape. The ``triton`` lowering of each is a row
+builder (see ``prims/lowering.py``).
 """
 
 from __future__ import annotations
@@ -114,19 +115,79 @@ def _rms_norm_ref(a, normalized_shape, weight=None, eps=None):
     return out if weight is None else f"({out} * {weight})"
 
 
-def _record(name, signature, meta, reference, nn=True, **kw):
+def softmax_dims(ndim: int, dim=None, **_) -> tuple:
+    """The one dim softmax normalises over (torch's implicit choice when omitted)."""
+    if ndim == 0:
+        return ()
+    return (wrap_dim(implicit_softmax_dim(ndim) if dim is None else dim, ndim, "softmax"),)
+
+
+def trailing_dims(ndim: int, normalized_shape, **_) -> tuple:
+    """The trailing dims ``normalized_shape`` covers (layer_norm, rms_norm)."""
+    k = 1 if isinstance(normalized_shape, int) else len(tuple(normalized_shape))
+    return tuple(range(ndim - k, ndim))
+
+
+# ----------------------------------------------------------------------------- Triton rows
+
+#: rms_norm's default eps: the machine epsilon of the input's dtype, as in eager.
+_EPS = {"float16": 0.0009765625, "bfloat16": 0.0078125, "float32": 1.1920928955078125e-07,
+        "float64": 2.220446049250313e-16}
+
+
+def _softmax_rows(log: bool):
+    def build(row, a, dim=None, dtype=None):
+        x = row.float(a)
+        top = row.reduce(x, "max", name="max")
+        shifted = row.let(f"{x} - {top}", name="shift")
+        num = row.let(f"tl.exp({shifted})", name="exp")
+        den = row.reduce(num, "sum", name="den")
+        return row.let(f"{shifted} - tl.log({den})" if log else f"{num} / {den}")
+    return build
+
+
+def _affine(row, y: str, weight=None, bias=None) -> str:
+    if weight is not None:
+        y = f"({y}) * {row.float(weight)}"
+    return y if bias is None else f"{y} + {row.float(bias)}"
+
+
+def _layer_norm_rows(row, a, normalized_shape, weight=None, bias=None, eps=1e-5):
+    x, n = row.float(a), row.literal(float(row.n))
+    mean = row.per_row(f"{row.reduce(x, 'sum', name='sum')} / {n}", name="mean")
+    dev = row.let(f"{x} - {mean}", name="dev")
+    squares = row.reduce(f"{dev} * {dev}", "sum", name="sq")
+    rstd = row.per_row(f"1.0 / tl.sqrt({squares} / {n} + {row.literal(float(eps))})", name="rstd")
+    return row.let(_affine(row, f"{dev} * {rstd}", weight, bias))
+
+
+def _rms_norm_rows(row, a, normalized_shape, weight=None, eps=None):
+    eps = _EPS.get(row.in_dtype, _EPS["float32"]) if eps is None else eps
+    x, n = row.float(a), row.literal(float(row.n))
+    squares = row.reduce(f"{x} * {x}", "sum", name="sq")
+    rstd = row.per_row(f"1.0 / tl.sqrt({squares} / {n} + {row.literal(float(eps))})", name="rstd")
+    return row.let(_affine(row, f"{x} * {rstd}", weight))
+
+
+# ----------------------------------------------------------------------------- records
+
+def _record(name, *, signature, meta, dims, reference, triton, nn=True, **kw):
     spellings = (f"tensorplay:{name}", f"torch:{name}")
     spellings += (f"tensorplay.nn.functional:{name}", f"torch.nn.functional:{name}") if nn else ()
     spellings += kw.pop("extra", ())
-    return register(Prim(name=name, kind="norm", signature=signature, meta=meta,
-                         spellings=spellings, lowerings={"reference": reference}, **kw))
+    return register(Prim(name=name, kind="norm", signature=signature, meta=meta, dims=dims,
+                         spellings=spellings, lowerings={"reference": reference, "triton": triton},
+                         **kw))
 
 
-_record("softmax", softmax, softmax_meta("softmax"), _softmax_ref(False), extra=("method:softmax",),
+_record("softmax", signature=softmax, meta=softmax_meta("softmax"), dims=softmax_dims,
+        reference=_softmax_ref(False), triton=_softmax_rows(False), extra=("method:softmax",),
         adapters={"torch.nn.functional:softmax": _torch_functional_softmax})
-_record("log_softmax", log_softmax, softmax_meta("log_softmax"), _softmax_ref(True),
-        extra=("method:log_softmax",),
+_record("log_softmax", signature=log_softmax, meta=softmax_meta("log_softmax"), dims=softmax_dims,
+        reference=_softmax_ref(True), triton=_softmax_rows(True), extra=("method:log_softmax",),
         adapters={"torch.nn.functional:log_softmax": _torch_functional_softmax})
-_record("layer_norm", layer_norm, layer_norm_meta, _layer_norm_ref,
+_record("layer_norm", signature=layer_norm, meta=layer_norm_meta, dims=trailing_dims,
+        reference=_layer_norm_ref, triton=_layer_norm_rows,
         adapters={"torch:layer_norm": _torch_layer_norm})
-_record("rms_norm", rms_norm, rms_norm_meta, _rms_norm_ref)
+_record("rms_norm", signature=rms_norm, meta=rms_norm_meta, dims=trailing_dims,
+        reference=_rms_norm_ref, triton=_rms_norm_rows)

@@ -5,10 +5,21 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Optional, Tuple
 
 #: Kinds of prims. ``norm`` is a row-wise fused pattern (softmax, layer_norm ...).
 KINDS = ("pointwise", "reduction", "norm", "matmul", "view", "opaque")
+
+#: Facts about a prim that backends read instead of its name (``Prim.traits``).
+TRAITS = {
+    "transcendental": "evaluated through exp / log / trig functions (costly per element)",
+    "self_constant": "f(x, x) is a constant for finite x (x - x, x == x): a simplifier that "
+                     "folds it is wrong for inf / NaN",
+    "torch_opmath_scalar": "torch keeps a Python-scalar operand in opmath (float32) for "
+                           "16-bit floats instead of casting it to the tensor's dtype",
+    "tensorplay_opmath_scalar": "TensorPlay keeps a Python-scalar operand in opmath for "
+                                "16-bit floats",
+}
 
 
 def _parameters(fn: Callable[..., Any]) -> Any:
@@ -49,6 +60,14 @@ class Prim:
       ``"result"`` to the output dtype (arithmetic, ``exp``), ``"promoted"`` to the operands'
       promoted dtype (comparisons: the output is bool), ``"none"`` left as they are
       (logical ops, casts).
+    * ``dims`` -- reduction / norm: ``fn(ndim, **prim_args) -> dims`` of operand ``a`` the
+      prim reduces or normalises over (read through :meth:`reduced_dims`; a reduction's
+      default is its ``dim`` argument).
+    * ``declines`` -- backend -> ``fn(args, out, framework) -> reason | None``: the cases
+      where that backend's lowering exists but cannot match eager (``args``: canonical
+      arguments with ``TensorMeta`` for tensors; ``out``: the result's ``TensorMeta``;
+      ``framework``: whose eager semantics apply). Read by the backend's ``supports``.
+    * ``traits`` -- facts from :data:`TRAITS` that backends read instead of the name.
     * ``aliases`` -- framework keyword names -> canonical names (``"self": "a"``);
       ``input``/``self`` always alias the first canonical parameter.
     * ``adapters`` -- spelling -> ``fn(args, kwargs) -> canonical dict`` for spellings
@@ -70,10 +89,18 @@ class Prim:
     adapters: Dict[str, Callable[..., Dict[str, Any]]] = field(default_factory=dict)
     flags_if: Optional[Callable[..., bool]] = None
     compute: str = "result"
+    dims: Optional[Callable[..., Tuple[int, ...]]] = None
+    declines: Dict[str, Callable[..., Optional[str]]] = field(default_factory=dict)
+    traits: FrozenSet[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"prim {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
+        self.traits = frozenset(self.traits)
+        unknown = self.traits - set(TRAITS)
+        if unknown:
+            raise ValueError(f"prim {self.name!r}: unknown traits {sorted(unknown)}; known: "
+                             f"{sorted(TRAITS)}")
         self._sig = inspect.signature(self.signature)
         params = list(self._sig.parameters.values())
         # Signatures of plain parameters (most) bind without inspect (one bind per node).
@@ -109,7 +136,24 @@ class Prim:
         return self.flags_if is None or bool(self.flags_if(**prim_args))
 
     def lowering(self, backend: str) -> Optional[Any]:
+        """The record's lowering for ``backend`` (template, rule object or builder), or None."""
         return self.lowerings.get(backend)
+
+    def reduced_dims(self, ndim: int, args: Dict[str, Any]) -> Tuple[int, ...]:
+        """Sorted dims of operand ``a`` (``ndim`` dims) a reduction / norm reduces over."""
+        if self.dims is not None:
+            return tuple(self.dims(ndim, **args))
+        if self.kind != "reduction":
+            raise ValueError(f"prim {self.name!r} ({self.kind}) has no dims rule; give its "
+                             f"record dims=fn(ndim, **args)")
+        from .rules import reduction_dims
+        return reduction_dims(args.get("dim"), ndim, self.name)
+
+    def declined(self, backend: str, args: Dict[str, Any], out: Any,
+                 framework: str = "torch") -> Optional[str]:
+        """Why ``backend``'s lowering cannot match eager for this call (``declines``), or None."""
+        check = self.declines.get(backend)
+        return None if check is None else check(args, out, framework)
 
     def render(self, backend: str, framework: Optional[str] = None, **args: Any) -> str:
         """Expression text of this prim for ``backend``.

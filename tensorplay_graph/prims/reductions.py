@@ -3,8 +3,9 @@
 Global average pooling (``adaptive_avg_pool{1,2,3}d(x, 1)``) is a ``mean`` over the
 trailing dims with ``keepdim=True``; other output sizes are not reductions.
 
-The ``reference`` lowering is a NumPy expression; Triton/TileLang reductions are
-built by the backends from the prim name and its canonical arguments.
+The ``reference`` lowering is a NumPy expression; the ``triton`` lowering a
+:class:`~tensorplay_graph.prims.lowering.Reduction` (combine op, identity) or, for the
+two-pass ``var``, a row builder (see ``prims/lowering.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from . import register
+from .lowering import Reduction
 from .record import Prim
 from .rules import category, reduce_meta, require_meta, to_floating
 
@@ -110,10 +112,11 @@ _POOLS = {f"{fw}.nn.functional:adaptive_avg_pool{k}d": _global_pool(k)
           for fw in ("torch", "tensorplay") for k in (1, 2, 3)}
 
 
-def _record(name, signature, meta, reference, **kw):
+def _record(name, *, signature, meta, reference, triton, **kw):
     spellings = (f"tensorplay:{name}", f"torch:{name}", f"method:{name}") + kw.pop("extra", ())
     return register(Prim(name=name, kind="reduction", signature=signature, meta=meta,
-                         spellings=spellings, lowerings={"reference": reference}, **kw))
+                         spellings=spellings, lowerings={"reference": reference, "triton": triton},
+                         **kw))
 
 
 def _ref(fn: str):
@@ -125,10 +128,26 @@ def _ref(fn: str):
     return render
 
 
-_record("sum", sum, sum_meta, _ref("sum"))
-_record("mean", mean, mean_meta, _ref("mean"), extra=tuple(_POOLS), adapters=_POOLS)
-_record("amax", amax, extremum_meta("amax"), _ref("amax"))
-_record("amin", amin, extremum_meta("amin"), _ref("amin"))
-_record("var", var, var_meta, _ref("var"),
+def _var_rows(row, a, dim=None, correction=1, keepdim=False):
+    """Two passes in registers (mean, then squared deviations): as accurate as eager's Welford."""
+    x = row.float(a)
+    n = row.literal(float(row.n))
+    mean = row.per_row(f"{row.reduce(x, 'sum', name='mean')} / {n}", name="mu")
+    dev = row.let(f"{x} - {mean}", name="dev")
+    squares = row.reduce(f"{dev} * {dev}", "sum", name="sq")
+    # n - correction <= 0 gives inf / nan like eager (x / 0 or 0 / 0).
+    denominator = max(row.n - (1 if correction is None else correction), 0)
+    return row.per_row(f"{squares} / {row.literal(float(denominator))}")
+
+
+_record("sum", signature=sum, meta=sum_meta, reference=_ref("sum"), triton=Reduction("sum"))
+_record("mean", signature=mean, meta=mean_meta, reference=_ref("mean"),
+        triton=Reduction("sum", post="{acc} / {n}", floating=True),
+        extra=tuple(_POOLS), adapters=_POOLS)
+_record("amax", signature=amax, meta=extremum_meta("amax"), reference=_ref("amax"),
+        triton=Reduction("max", propagate_nan=True))
+_record("amin", signature=amin, meta=extremum_meta("amin"), reference=_ref("amin"),
+        triton=Reduction("min", propagate_nan=True))
+_record("var", signature=var, meta=var_meta, reference=_ref("var"), triton=_var_rows,
         adapters={"torch:var": _torch_var, "method:var": _torch_var,
                   "tensorplay:var": _tensorplay_var, "tensorplay.method:var": _tensorplay_method_var})

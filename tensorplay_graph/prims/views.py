@@ -217,32 +217,39 @@ def _reshape_spell(name: str) -> tuple:
     return (f"tensorplay:{name}", f"torch:{name}", f"method:{name}")
 
 
-def _record(name, signature, meta, spellings, reference, **kw):
+def _record(name, *, signature, meta, spellings, reference, **kw):
     return register(Prim(name=name, kind="view", signature=signature, meta=meta,
                          spellings=spellings, lowerings={"reference": reference}, **kw))
 
 
-_SHAPE_ALIASES = {"size": "shape", "sizes": "shape"}
-_record("reshape", reshape, reshape_meta("reshape"), _reshape_spell("reshape"),
-        "np.reshape({a}, {shape!r})", adapters={"method:reshape": _varargs("shape")})
-_record("view", view, reshape_meta("view"), ("tensorplay:view", "method:view"),
-        "np.reshape({a}, {shape!r})", adapters={"method:view": _varargs("shape")})
-_record("permute", permute, permute_meta, _reshape_spell("permute"),
-        "np.transpose({a}, {dims!r})", adapters={"method:permute": _varargs("dims")})
-_record("transpose", transpose, transpose_meta, _reshape_spell("transpose"),
-        "np.swapaxes({a}, {dim0!r}, {dim1!r})")
-_record("unsqueeze", unsqueeze, unsqueeze_meta, _reshape_spell("unsqueeze"),
-        "np.expand_dims({a}, {dim!r})")
-_record("squeeze", squeeze, squeeze_meta, _reshape_spell("squeeze"),
-        lambda a, dim=None: f"np.squeeze({a})" if dim is None else
-        f"np.squeeze({a}, axis=tuple(d for d in {(dim,) if isinstance(dim, int) else tuple(dim)!r}"
-        f" if np.shape({a})[d] == 1))")
-_record("expand", expand, expand_meta, ("tensorplay:expand", "method:expand"),
-        lambda a, shape: f"np.broadcast_to({a}, tuple(s if s != -1 else o for s, o in zip("
-        f"{tuple(shape)!r}, (1,) * ({len(shape)} - np.ndim({a})) + np.shape({a}))))",
-        adapters={"method:expand": _varargs("shape")}, aliases=_SHAPE_ALIASES)
-_record("contiguous", contiguous, contiguous_meta, ("tensorplay:contiguous", "method:contiguous"),
-        "np.ascontiguousarray({a})")
-_record("getitem", getitem, getitem_meta, ("operator:getitem", "method:__getitem__"),
-        "{a}[{index!r}]", adapters={"operator:getitem": _getitem, "method:__getitem__": _getitem})
+def _squeeze_ref(a, dim=None):
+    if dim is None:
+        return f"np.squeeze({a})"
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return f"np.squeeze({a}, axis=tuple(d for d in {dims!r} if np.shape({a})[d] == 1))"
 
+
+def _expand_ref(a, shape):
+    return (f"np.broadcast_to({a}, tuple(s if s != -1 else o for s, o in zip("
+            f"{tuple(shape)!r}, (1,) * ({len(shape)} - np.ndim({a})) + np.shape({a}))))")
+
+
+_SHAPE_ALIASES = {"size": "shape", "sizes": "shape"}
+_record("reshape", signature=reshape, meta=reshape_meta("reshape"), spellings=_reshape_spell("reshape"),
+        reference="np.reshape({a}, {shape!r})", adapters={"method:reshape": _varargs("shape")})
+_record("view", signature=view, meta=reshape_meta("view"), spellings=("tensorplay:view", "method:view"),
+        reference="np.reshape({a}, {shape!r})", adapters={"method:view": _varargs("shape")})
+_record("permute", signature=permute, meta=permute_meta, spellings=_reshape_spell("permute"),
+        reference="np.transpose({a}, {dims!r})", adapters={"method:permute": _varargs("dims")})
+_record("transpose", signature=transpose, meta=transpose_meta, spellings=_reshape_spell("transpose"),
+        reference="np.swapaxes({a}, {dim0!r}, {dim1!r})")
+_record("unsqueeze", signature=unsqueeze, meta=unsqueeze_meta, spellings=_reshape_spell("unsqueeze"),
+        reference="np.expand_dims({a}, {dim!r})")
+_record("squeeze", signature=squeeze, meta=squeeze_meta, spellings=_reshape_spell("squeeze"),
+        reference=_squeeze_ref)
+_record("expand", signature=expand, meta=expand_meta, spellings=("tensorplay:expand", "method:expand"),
+        reference=_expand_ref, adapters={"method:expand": _varargs("shape")}, aliases=_SHAPE_ALIASES)
+_record("contiguous", signature=contiguous, meta=contiguous_meta,
+        spellings=("tensorplay:contiguous", "method:contiguous"), reference="np.ascontiguousarray({a})")
+_record("getitem", signature=getitem, meta=getitem_meta, spellings=("operator:getitem", "method:__getitem__"),
+        reference="{a}[{index!r}]", adapters={"operator:getitem": _getitem, "method:__getitem__": _getitem})

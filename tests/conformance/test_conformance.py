@@ -107,7 +107,7 @@ def test_tilelang_c_matches_eager(framework, prim_name, monkeypatch, tmp_path):
 
     monkeypatch.setattr(tilelang_backend, "CPU_MIN_NUMEL", 0)
     monkeypatch.setattr(tilelang_backend, "CPU_MIN_CHAIN", 1)
-    monkeypatch.setattr(tilelang_backend, "CPU_SLOW_PRIMS", frozenset())
+    monkeypatch.setattr(tilelang_backend, "CPU_SLOW_TRAITS", frozenset())
     fw = ct.Framework(framework)
     _, failures = ct.run_case(prims.get(prim_name), fw, "float32", "tilelang", repeat=820,
                                labels=ct.CORE_LABELS)

@@ -18,7 +18,8 @@ import logging
 from typing import Any, Dict, List, Optional, Tuple
 
 from ...errors import LoweringError
-from ..base import Kernel, Region
+from ...prims.lowering import Gemm
+from ..base import Kernel, Region, record_declines
 from . import exprs
 from . import plan as planner
 from .gemm import GEMM_DTYPES, EpInput, EpStep, GemmDesc, GemmKernel, heuristic_config, lower_cuda
@@ -30,8 +31,8 @@ log = logging.getLogger(__name__)
 GPU_POINTWISE_DTYPES = ("float16", "bfloat16", "float32")
 # Measured on this 2-core CPU (16M float32): scalar libm calls in the C kernel lose to
 # TensorPlay's vectorised kernels (3-transcendental chain: 204 ms vs 142 ms tp.compile).
-CPU_SLOW_PRIMS = frozenset({"exp", "exp2", "log", "log2", "sin", "cos", "tanh", "sigmoid", "silu",
-                            "gelu", "pow"})
+# Prims with one of these traits (their records say so) stay eager on the CPU.
+CPU_SLOW_TRAITS = frozenset({"transcendental"})
 CPU_MIN_CHAIN = 3        # a fused chain shorter than this saves too little traffic
 CPU_MIN_NUMEL = 1 << 16  # below this, eager's per-op cost is launch overhead, not memory
 
@@ -40,15 +41,18 @@ def _is_tile_lang_op(node: Any) -> bool:
     return bool(getattr(node.target, "is_tile_lang_op", False))
 
 
+def _gemm_rule(prim: Any) -> Optional[Gemm]:
+    rule = prim.lowering("tilelang")
+    return rule if isinstance(rule, Gemm) else None
+
+
 def _gemm_dims(node: Any) -> Tuple[Optional[tuple], Optional[str]]:
     """((batch, M, N, K, trans_b), None) for a matmul-kind node, or (None, reason)."""
     prim, args = node.meta["prim"], node.meta.get("prim_args") or {}
-    if prim.name == "linear":
-        a, b, trans_b = args.get("a"), args.get("weight"), True
-    elif prim.name in ("matmul", "bmm", "addmm"):
-        a, b, trans_b = args.get("a"), args.get("b"), False
-    else:
-        return None, f"matmul prim {prim.name!r} has no TileLang GEMM template"
+    rule = _gemm_rule(prim)
+    if rule is None:
+        return None, f"matmul prim {prim.name!r} has no TileLang Gemm rule in its record"
+    a, b, trans_b = args.get(rule.lhs), args.get(rule.rhs), rule.rhs_transposed
     if not (planner.is_node(a) and planner.is_node(b)):
         return None, f"{prim.name}: operands must be tensors"
     sa, sb = planner.tensor_meta(a).shape, planner.tensor_meta(b).shape
@@ -61,6 +65,14 @@ def _gemm_dims(node: Any) -> Tuple[Optional[tuple], Optional[str]]:
     if len(sa) == 3 and len(sb) == 3 and sa[0] == sb[0] and not trans_b:
         return (sa[0], sa[1], sb[2], sa[2], False), None
     return None, f"{prim.name}: operand shapes {sa} x {sb} are not a 2-d or batched GEMM"
+
+
+def _epilogue_operands(node: Any) -> List[Tuple[Any, Optional[str]]]:
+    """(operand, "col" | "full" | None) for each tensor the Gemm rule's epilogue reads."""
+    rule, args = _gemm_rule(node.meta["prim"]), node.meta.get("prim_args") or {}
+    out_shape = tuple(planner.tensor_meta(node).shape)
+    return [(args[key], planner.epilogue_kind(args[key], out_shape))
+            for key in rule.epilogue_operands if planner.is_node(args.get(key))]
 
 
 class TileLangBackend:
@@ -113,6 +125,10 @@ class TileLangBackend:
         dims, reason = _gemm_dims(node)
         if reason:
             return reason
+        for operand, kind in _epilogue_operands(node):
+            if kind is None:
+                return (f"{node.meta['prim'].name}: epilogue operand {operand.name} of shape "
+                        f"{planner.tensor_meta(operand).shape} is not (N,) or (M, N)")
         batch, M, N, K, trans_b = dims
         probe = GemmDesc(M, N, K, dtypes.pop(), meta.dtype, trans_b, batch)
         if heuristic_config(probe) is None:
@@ -122,7 +138,7 @@ class TileLangBackend:
     def _supports_pointwise(self, node: Any, prim: Any, meta: Any, device: str) -> Optional[str]:
         if "tilelang" not in prim.lowerings:
             return f"prim {prim.name!r} has no tilelang lowering template"
-        bad_constant = exprs.unsupported_constant(node)
+        bad_constant = exprs.unsupported_constant(node) or record_declines(self.name, node)
         if bad_constant:
             return bad_constant
         operands = planner.tensor_args(node)
@@ -134,7 +150,7 @@ class TileLangBackend:
             return f"no TileLang target for device {device!r}"
         if not dtypes <= {"float32", "bool"}:  # bool: comparison results feeding where()
             return f"CPU kernels take float32 (and bool) only, got {sorted(dtypes)}"
-        if prim.name in CPU_SLOW_PRIMS:
+        if prim.traits & CPU_SLOW_TRAITS:
             return (f"{prim.name} on CPU: TileLang's C target calls scalar libm, slower than "
                     f"TensorPlay eager (see benchmarks/RESULTS.md)")
         if meta.numel < CPU_MIN_NUMEL:
@@ -151,7 +167,7 @@ class TileLangBackend:
             for m in list(n.all_input_nodes) + list(n.users):
                 prim, m_meta = m.meta.get("prim"), m.meta.get("tensor_meta")
                 if (m not in seen and prim is not None and prim.kind == "pointwise"
-                        and prim.name not in CPU_SLOW_PRIMS and hasattr(m_meta, "shape")
+                        and not prim.traits & CPU_SLOW_TRAITS and hasattr(m_meta, "shape")
                         and m_meta.shape == meta.shape and m_meta.dtype in ("float32", "bool")):
                     seen.add(m)
                     todo.append(m)
@@ -185,22 +201,17 @@ class TileLangBackend:
 
     def _gemm_desc(self, group: planner.Group, names: Dict[Any, str]) -> Tuple[GemmDesc, List[Any]]:
         mm = group.nodes[0]
-        prim, args = mm.meta["prim"], mm.meta.get("prim_args") or {}
+        rule, args = _gemm_rule(mm.meta["prim"]), mm.meta.get("prim_args") or {}
         (batch, M, N, K, trans_b), _ = _gemm_dims(mm)
-        a, b = args["a"], args["weight" if prim.name == "linear" else "b"]
-        out_shape = tuple(planner.tensor_meta(mm).shape)
+        a, b = args[rule.lhs], args[rule.rhs]
         ep_inputs: List[Tuple[Any, str]] = []
-        expr = "acc_v"
-        if prim.name == "linear" and planner.is_node(args.get("bias")):
-            ep_inputs.append((args["bias"], "col"))
-            expr = f"(acc_v + {names[args['bias']]}_v)"
-        elif prim.name == "addmm":
-            kind = planner.epilogue_kind(args["c"], out_shape)
+        for operand, kind in _epilogue_operands(mm):
             if kind is None:
-                raise LoweringError(f"tilelang backend: addmm {mm.name!r} input of shape "
-                                    f"{planner.tensor_meta(args['c']).shape} is not (N,) or (M, N)")
-            ep_inputs.append((args["c"], kind))
-            expr = f"({args['alpha']!r} * acc_v + {args['beta']!r} * {names[args['c']]}_v)"
+                raise LoweringError(f"tilelang backend: {mm.name!r} epilogue operand of shape "
+                                    f"{planner.tensor_meta(operand).shape} is not (N,) or (M, N)")
+            ep_inputs.append((operand, kind))
+        values = {k: f"{names[v]}_v" if planner.is_node(v) else v for k, v in args.items()}
+        expr = rule.epilogue("acc_v", **values)
         ep_inputs += [e for e in group.ep_inputs if e[0] not in [x for x, _ in ep_inputs]]
         steps = [EpStep(names[mm], expr)] if (expr != "acc_v" or len(group.nodes) > 1) else []
         for node in group.nodes[1:]:

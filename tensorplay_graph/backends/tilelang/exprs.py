@@ -17,9 +17,6 @@ from typing import Any, Dict, Optional
 
 from .plan import is_node, tensor_meta
 
-#: Prims whose TileLang template already yields a bool value.
-BOOL_PRIMS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-                        "logical_xor", "logical_not"})
 #: Canonical argument names that are operands of the computation (others are attributes).
 OPERANDS = ("a", "b", "min", "max")
 INF = 'T.infinity("float32")'
@@ -35,16 +32,6 @@ def scalar_text(value: Any) -> Optional[str]:
     return repr(value)
 
 
-#: Binary prims TIR's simplifier folds to a constant when both operands are one value.
-SELF_FOLDED = frozenset({"sub", "div", "eq", "ne", "lt", "gt", "le", "ge", "logical_xor",
-                         "remainder", "fmod"})
-
-
-def _is_zero(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and float(value) == 0.0)
-
-
 def unsupported_constant(node: Any) -> Optional[str]:
     """Why a constant argument of ``node`` cannot be spelled, or None."""
     args = node.meta.get("prim_args") or {}
@@ -54,20 +41,12 @@ def unsupported_constant(node: Any) -> Optional[str]:
                 return f"NaN constant {key}={value!r} has no TIR spelling here"
             if key == "alpha" and not math.isfinite(float(value)):
                 return f"non-finite alpha={value!r}"
-    name, a, b = node.meta["prim"].name, args.get("a"), args.get("b")
-    # TVM's arith simplifier folds float expressions as if they were integers: 0 / x and
-    # 0 * x become 0 (eager: NaN for x = 0, inf or NaN), x - x becomes 0 and x == x true
-    # (eager: NaN for non-finite x). The folded kernel also drops x from its signature.
-    if name in ("div", "mul") and _is_zero(a) or name == "mul" and _is_zero(b):
-        return f"{name} with a literal zero operand: TIR folds it to 0 (eager gives NaN for inf / NaN / 0 divisors)"
-    if name in SELF_FOLDED and is_node(a) and a is b:
-        return f"{name}(x, x): TIR folds it to a constant (eager differs for inf / NaN x)"
-    if name == "div" and args.get("rounding_mode") == "floor":
-        # eager's floor division is (a - fmod(a, b)) / b, not floor(a / b)
-        return "div(rounding_mode='floor') differs from floor(a / b) on floats"
-    if name == "clamp" and kind(node) == "bool":
-        # TensorPlay casts the bounds to bool first (clamp(False, min=-1.0) is True)
-        return "clamp of a bool tensor: the bounds' cast to bool differs per framework"
+    prim, a, b = node.meta["prim"], args.get("a"), args.get("b")
+    # TVM's arith simplifier folds x - x to 0 and x == x to true (eager: NaN for non-finite
+    # x); the folded kernel also drops x from its signature. Literal zeros (0 * x) and other
+    # per-prim cases are the records' ``declines["tilelang"]`` checks.
+    if "self_constant" in prim.traits and is_node(a) and a is b:
+        return f"{prim.name}(x, x): TIR folds it to a constant (eager differs for inf / NaN x)"
     return None
 
 
@@ -96,16 +75,9 @@ def step_expr(node: Any, names: Dict[Any, str], kinds: Dict[Any, str], target: s
             out[key] = scalar_text(value)
         else:
             out[key] = value
-    b = args.get("b")
-    if prim.name == "div" and not is_node(b) and isinstance(b, (int, float)) and float(b) == 0.0:
-        # TIR folds a literal division by zero into an error; a * (+-inf) is the same value
-        # (0 * inf = nan like 0 / 0), with the sign of the zero.
-        sign = "" if math.copysign(1.0, float(b)) > 0 else "-"
-        out["b"] = "1.0"
-        q = f"({out['a']} * ({sign}{INF}))"
-        mode = args.get("rounding_mode")
-        return {None: q, "trunc": f"T.trunc({q})", "floor": f"T.floor({q})"}[mode]
     expr = prim.render("tilelang", **out)
-    if kind(node) == "bool" and prim.name not in BOOL_PRIMS and prim.name != "cast":
+    if kind(node) == "bool" and prim.compute == "result":
+        # computed in float32 (arithmetic on bools: (x > 0) + (y > 0)); comparisons, logic and
+        # casts (compute "promoted" / "none") yield a bool already
         expr = f"({expr} != 0.0)"
     return expr

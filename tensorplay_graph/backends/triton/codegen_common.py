@@ -43,8 +43,8 @@ def load_expr(name: str, dtype: str, offset: str, mask: str) -> str:
 def _neutral(reduce: str, dtype: str) -> str:
     if dtype.startswith("float"):
         return REDUCTIONS[reduce]
-    if reduce == "sum":
-        return "0"
+    if reduce in ("sum", "prod"):
+        return "0" if reduce == "sum" else "1"
     bits = ITEMSIZE[dtype] * 8
     if dtype.startswith("uint") or dtype == "bool":
         return "0" if reduce == "max" else str(2 ** bits - 1)
@@ -62,8 +62,28 @@ def stmt_lines(stmts: List[Stmt], mask: str) -> List[str]:
         if stmt.reduce is None:
             lines.append(f"{INDENT}{stmt.var} = {stmt.expr}")
         else:
-            neutral = _neutral(stmt.reduce, stmt.dtype)
-            lines.append(f"{INDENT}{stmt.var} = tl.{stmt.reduce}(tl.where({mask}, {stmt.expr}, {neutral}), axis=0)")
+            neutral = stmt.identity if stmt.identity is not None and \
+                stmt.dtype.startswith("float") else _neutral(stmt.reduce, stmt.dtype)
+            masked = f"tl.where({mask}, {stmt.expr}, {neutral})"
+            if stmt.reduce in COMBINE_FUNCTIONS:  # no tl.<name>: tl.reduce with a jit combine
+                call = f"tl.reduce({masked}, 0, {COMBINE_FUNCTIONS[stmt.reduce][0]})"
+            else:
+                call = f"tl.{stmt.reduce}({masked}, axis=0)"
+            lines.append(f"{INDENT}{stmt.var} = {call}")
+    return lines
+
+
+#: Row reductions Triton has no function for: (combine function name, its source lines).
+COMBINE_FUNCTIONS = {
+    "prod": ("_tpg_mul", ["@triton.jit", "def _tpg_mul(a, b):", f"{INDENT}return a * b"]),
+}
+
+
+def combine_function_lines(stmts: List[Stmt]) -> List[str]:
+    """Definitions of the ``tl.reduce`` combine functions ``stmts`` use (after the imports)."""
+    lines: List[str] = []
+    for reduce in sorted({s.reduce for s in stmts if s.reduce in COMBINE_FUNCTIONS}):
+        lines += COMBINE_FUNCTIONS[reduce][1] + ["", ""]
     return lines
 
 

@@ -1,24 +1,24 @@
-"""Statements for reductions (sum, mean, amax, amin, var) inside a rows kernel.
+"""Statements for reductions and row patterns inside a rows kernel, from the prim records.
 
 The region lowering maps the reduced dims onto the rows index space (any dims,
 not only the last: other dims become strided columns), so each reduction is
-one masked ``tl.sum`` / ``tl.max`` / ``tl.min`` over the row. ``var`` is
-two-pass in registers (mean first, then squared deviations), which is as
-accurate as eager's Welford.
+one masked ``tl.sum`` / ``tl.max`` / ``tl.min`` / product over the row. What a prim
+computes comes from its record (``Prim.lowerings["triton"]``): a ``Reduction`` rule
+(combine op, identity, element and final expressions), generated here, or a row
+builder the record supplies (``var``, ``softmax``, ``layer_norm``), called with a
+:class:`RowOps` for the node.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ...errors import LoweringError
-from .kernel_desc import TL_DTYPES, Stmt, compute_dtype, literal
+from ...prims.lowering import Reduction
+from .kernel_desc import REDUCTIONS, TL_DTYPES, Stmt, compute_dtype, literal
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
-
-#: Reduction prims this backend lowers, with the statement builder for each.
-REDUCTION_PRIMS = ("sum", "mean", "amax", "amin", "var")
 
 
 @dataclass
@@ -31,8 +31,8 @@ class Emitter:
     per_row: Dict[str, bool] = field(default_factory=dict)
 
     def emit(self, var: str, expr: str, dtype: str, source: str, reduce: Optional[str] = None,
-             per_row: bool = False) -> str:
-        self.stmts.append(Stmt(var, expr, dtype, reduce, source))
+             per_row: bool = False, identity: Optional[str] = None) -> str:
+        self.stmts.append(Stmt(var, expr, dtype, reduce, source, identity))
         self.dtypes[var] = dtype
         self.per_row[var] = per_row or reduce is not None
         return var
@@ -50,41 +50,85 @@ class Emitter:
         return var if have in FLOATS else f"{var}.to({TL_DTYPES[compute_dtype(dtype)]})"
 
 
-def emit_reduction(em: Emitter, prim: str, a: str, out: str, out_dtype: str, n: int,
-                   source: str, correction=1) -> str:
-    """Emit ``out = prim(a)`` over the row of ``n`` elements; returns the value name."""
-    cdt = compute_dtype(out_dtype)
-    if prim == "sum":
-        return em.emit(out, em.cast(a, out_dtype), cdt, source, reduce="sum")
-    if prim == "mean":
-        total = em.emit(f"{out}_sum", em.as_float(a, out_dtype), cdt, source, reduce="sum")
-        return em.emit(out, f"{total} / {literal(float(n))}", cdt, source, per_row=True)
-    if prim in ("amax", "amin"):
-        if cdt not in FLOATS:
-            return em.emit(out, em.cast(a, out_dtype), cdt, source, reduce=prim[1:])
+class RowOps:
+    """What a prim's Triton row builder sees: one node's statements in a rows kernel.
+
+    Values are names (or expressions) of compute values; ``n`` is the row length,
+    ``in_dtype`` / ``out_dtype`` the storage dtypes of operand ``a`` and of the result,
+    ``dtype`` the compute dtype of the result. Each method emits one statement and
+    returns the new value's name (``name`` is a suffix; none names the result itself).
+    """
+
+    def __init__(self, em: Emitter, out: str, source: str, n: int, in_dtype: str,
+                 out_dtype: str) -> None:
+        self.em, self.out, self.source = em, out, source
+        self.n, self.in_dtype, self.out_dtype = n, in_dtype, out_dtype
+        self.dtype = compute_dtype(out_dtype)
+
+    def _name(self, name: Optional[str]) -> str:
+        base = f"{self.out}_{name}" if name else self.out
+        var, k = base, 1
+        while var in self.em.dtypes:
+            var, k = f"{base}_{k}", k + 1
+        return var
+
+    def float(self, value: str) -> str:
+        """``value`` as a floating compute value (floats unchanged)."""
+        return self.em.as_float(value, self.out_dtype)
+
+    def cast(self, value: str) -> str:
+        """``value`` in the result's compute dtype."""
+        return self.em.cast(value, self.out_dtype)
+
+    def literal(self, value: Any) -> str:
+        return literal(value)
+
+    def let(self, expr: str, name: Optional[str] = None, dtype: Optional[str] = None) -> str:
+        """A value over the whole row."""
+        return self.em.emit(self._name(name), expr, dtype or self.dtype, self.source)
+
+    def per_row(self, expr: str, name: Optional[str] = None, dtype: Optional[str] = None) -> str:
+        """A value computed from per-row values only (one per row)."""
+        return self.em.emit(self._name(name), expr, dtype or self.dtype, self.source, per_row=True)
+
+    def reduce(self, expr: str, combine: str, name: Optional[str] = None,
+               dtype: Optional[str] = None, identity: Optional[float] = None) -> str:
+        """``combine`` (sum / prod / max / min) of ``expr`` over the row: one value per row.
+
+        ``identity``: what padding lanes hold for floating values (default: the neutral
+        element of ``combine``)."""
+        if combine not in REDUCTIONS:
+            raise LoweringError(f"triton backend: no row reduction {combine!r} (have "
+                                f"{', '.join(REDUCTIONS)}); node {self.source}")
+        return self.em.emit(self._name(name), expr, dtype or self.dtype, self.source,
+                            reduce=combine,
+                            identity=None if identity is None else literal(float(identity)))
+
+
+def emit_rule(row: RowOps, rule: Any, args: Dict[str, Any]) -> str:
+    """Emit a node from its record's Triton lowering; returns the result's value name."""
+    if isinstance(rule, Reduction):
+        return _emit_reduction(row, rule, args["a"])
+    if callable(rule):
+        return rule(row, **args)
+    raise LoweringError(f"triton backend: node {row.source}: lowering {rule!r} is neither a "
+                        f"Reduction nor a row builder fn(row, **args)")
+
+
+def _emit_reduction(row: RowOps, rule: Reduction, a: str) -> str:
+    x = row.float(a) if rule.floating else row.cast(a)
+    element = rule.pre.format(x=x)
+    final = rule.post != "{acc}"
+    nan_check = rule.propagate_nan and row.dtype in FLOATS
+    if not (final or nan_check):
+        return row.reduce(element, rule.combine, identity=rule.identity)
+    acc = row.reduce(element, rule.combine, name="top" if nan_check else rule.combine,
+                     identity=rule.identity)
+    if nan_check:
         # tl.max / tl.min skip NaN; eager propagates it: count the row's NaNs alongside.
-        x = em.cast(a, out_dtype)
-        top = em.emit(f"{out}_top", x, cdt, source, reduce=prim[1:])
-        nans = em.emit(f"{out}_nans", f"({x} != {x}).to(tl.int32)", "int32", source, reduce="max")
-        return em.emit(out, f"tl.where({nans} > 0, float('nan'), {top})", cdt, source, per_row=True)
-    if prim == "var":
-        x = em.as_float(a, out_dtype)
-        mean = em.emit(f"{out}_mean", x, cdt, source, reduce="sum")
-        mean = em.emit(f"{out}_mu", f"{mean} / {literal(float(n))}", cdt, source, per_row=True)
-        dev = em.emit(f"{out}_dev", f"{x} - {mean}", cdt, source)
-        sq = em.emit(f"{out}_sq", f"{dev} * {dev}", cdt, source, reduce="sum")
-        denom = max(n - correction, 0)
-        # n - correction <= 0 gives inf/nan like eager (0/0 or x/0).
-        return em.emit(out, f"{sq} / {literal(float(denom))}", cdt, source, per_row=True)
-    raise LoweringError(f"triton backend: reduction {prim!r} has no lowering "
-                        f"(supported: {', '.join(REDUCTION_PRIMS)})")
-
-
-def reduce_dims(dim, ndim: int) -> tuple:
-    """Canonical sorted tuple of reduced dims (``None`` / ``()`` mean every dim)."""
-    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
-        return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    if ndim == 0:  # a 0-d tensor reduced over dim 0 / -1: nothing to reduce
-        return ()
-    return tuple(sorted(d % ndim for d in dims))
+        nans = row.reduce(f"({x} != {x}).to(tl.int32)", "max", name="nans", dtype="int32")
+        where = f"tl.where({nans} > 0, float('nan'), {acc})"
+        if not final:
+            return row.per_row(where)
+        acc = row.per_row(where, name="acc")
+    return row.per_row(rule.post.format(acc=acc, n=literal(float(row.n))))

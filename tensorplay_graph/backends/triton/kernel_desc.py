@@ -29,7 +29,7 @@ ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1,
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 #: Row reductions a statement may perform, with the neutral element masked lanes take.
-REDUCTIONS = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')"}
+REDUCTIONS = {"sum": "0.0", "prod": "1.0", "max": "float('-inf')", "min": "float('inf')"}
 
 
 def compute_dtype(dtype: str) -> str:
@@ -78,7 +78,9 @@ class Stmt:
     """``var = expr``; with ``reduce`` set, ``var`` is the row reduction of ``expr``.
 
     ``expr`` is Triton source over input names and earlier ``var``s. ``dtype``
-    is the compute dtype of the value; ``source`` the graph node it implements.
+    is the compute dtype of the value; ``source`` the graph node it implements;
+    ``identity`` what padding lanes of a floating reduction hold (default: the
+    combine's neutral element, ``REDUCTIONS``).
     """
 
     var: str
@@ -86,6 +88,7 @@ class Stmt:
     dtype: str
     reduce: Optional[str] = None
     source: str = ""
+    identity: Optional[str] = None
 
 
 @dataclass(frozen=True)

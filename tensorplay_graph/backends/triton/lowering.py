@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ...errors import LoweringError
-from .codegen_reduction import Emitter, emit_reduction, reduce_dims
-from .codegen_rows import emit_norm
+from .codegen_reduction import Emitter, RowOps, emit_rule
 from .kernel_desc import KernelDesc, OutputArg, TensorArg, compute_dtype, literal
 from .plan import KernelPlan, PointwiseSpace, RowsSpace
 
@@ -70,17 +69,8 @@ class Group:
 
 
 def row_dims(node: Any, in_shape: Tuple[int, ...]) -> Tuple[int, ...]:
-    """Dims a reduction / norm node reduces over, in its input's shape."""
-    prim, args = node.meta["prim"], node.meta["prim_args"]
-    ndim = len(in_shape)
-    if prim.kind == "reduction":
-        return reduce_dims(args.get("dim"), ndim)
-    if prim.name in ("softmax", "log_softmax"):
-        dim = args.get("dim")
-        dim = (0 if ndim in (0, 1, 3) else 1) if dim is None else dim
-        return (dim % ndim,) if ndim else ()
-    k = len(tuple(args["normalized_shape"])) if not isinstance(args["normalized_shape"], int) else 1
-    return tuple(range(ndim - k, ndim))
+    """Dims a reduction / norm node reduces over, in its input's shape (the record's rule)."""
+    return node.meta["prim"].reduced_dims(len(in_shape), node.meta["prim_args"])
 
 
 def _operand_shape(value: Any) -> Optional[Tuple[int, ...]]:
@@ -236,7 +226,8 @@ def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int)
     if prim.kind == "pointwise":
         floating = tm.dtype in ("float16", "bfloat16", "float32", "float64")
         mapped = {k: ref(v, floating and k != "cond") for k, v in args.items()}
-        common = None if floating or prim.name == "cast" else _integer_operand_dtype(args)
+        # compute "none": the template takes its operands as they are (casts, logic).
+        common = None if floating or prim.compute == "none" else _integer_operand_dtype(args)
         if common is not None:
             # Triton's own integer promotion differs from eager's (int8 with uint8 stays
             # 8-bit; int1 + int1 wraps to 0): compute in eager's promoted dtype, bools as int8.
@@ -246,20 +237,10 @@ def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int)
         expr = prim.render("triton", **mapped)
         if common == "bool" and tm.dtype == "bool":
             expr = f"({expr} != 0)"
-        if prim.name == "cast" and compute_dtype(tm.dtype) != tm.dtype:
-            expr = f"{expr}.to(tl.float32)"  # round to the narrow dtype, keep computing in fp32
         per_row = any(em.per_row.get(var_of.get(v, ""), False) for v in args.values() if is_node(v))
         return em.emit(var, expr, compute_dtype(tm.dtype), src, per_row=per_row)
-    a = ref(args["a"])
-    in_dtype = node_meta(args["a"]).dtype
-    if prim.kind == "reduction":
-        correction = args.get("correction")
-        return emit_reduction(em, prim.name, a, var, tm.dtype, n, src,
-                              correction=1 if correction is None else correction)
-    if prim.name in ("layer_norm", "rms_norm"):
-        return emit_norm(em, prim.name, a, var, in_dtype, n, src, weight=ref(args.get("weight")),
-                         bias=ref(args.get("bias")), eps=args.get("eps"))
-    return emit_norm(em, prim.name, a, var, in_dtype, n, src)
+    row = RowOps(em, var, src, n, node_meta(args["a"]).dtype, tm.dtype)
+    return emit_rule(row, prim.lowering("triton"), {k: ref(v) for k, v in args.items()})
 
 
 #: Pointwise arguments that are operands of the computation (``cond`` of where is not).

@@ -1,0 +1,288 @@
+"""Lowering templates and backend checks of the pointwise prims (records: ``pointwise.py``).
+
+Templates are over canonical arguments (operands as expression names or Python scalars):
+
+* ``reference`` -- NumPy expression, evaluated with ``REFERENCE_NAMESPACE``; the caller
+  casts the result to the node's dtype.
+* ``triton`` -- Triton expression over fp32 values (no libdevice: ``tanh`` via
+  ``sigmoid``, ``erf`` via Abramowitz-Stegun 7.1.26, |error| < 1.5e-7).
+* ``tilelang`` -- TileLang ``T.*`` expression.
+
+Checks (``*_declines``) are a record's ``declines``: ``fn(args, out, framework)`` with
+``TensorMeta`` for tensor arguments; they name the cases where a template exists but
+cannot match eager, and the backend's ``supports`` declines those.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+from ..ir.meta import TensorMeta
+from .rules import is_scalar
+
+SQRT_HALF = 0.7071067811865476
+SQRT_2_OVER_PI = 0.7978845608028654
+TL_INF = 'T.infinity("float32")'
+HALF_FLOATS = ("float16", "bfloat16")
+
+
+def add_tpl(sign: str, mul: str = "*"):
+    def render(a, b, alpha=1):
+        return f"({a} {sign} {b})" if alpha == 1 else f"({a} {sign} {alpha!r} {mul} {b})"
+    return render
+
+
+def add_ref(sign: str):
+    """``a + alpha * b`` as one fused multiply-add, like eager's float32 kernel (no overflow
+    of ``alpha * b`` alone): computed in float64, rounded once by the caller's cast."""
+    def render(a, b, alpha=1):
+        if alpha == 1:
+            return f"({a} {sign} {b})"
+        return f"_axpy({a}, {b}, {sign}{alpha!r})"
+    return render
+
+
+def div_ref(a, b, rounding_mode=None, framework="torch"):
+    """torch floors as Python's divmod does (``1 // 0.1 == 9``); TensorPlay floors the
+    quotient (``floor(1 / 0.1) == 10``)."""
+    if rounding_mode == "trunc":
+        return f"_truncdiv({a}, {b})"
+    if rounding_mode == "floor":
+        return f"_floordiv({a}, {b})" if framework == "torch" else f"np.floor({a} / {b})"
+    return f"({a} / {b})"
+
+
+def div_triton(a, b, rounding_mode=None):
+    q = f"({a} / {b})"
+    if rounding_mode == "floor":
+        return f"tl.floor{q}"
+    if rounding_mode == "trunc":
+        return f"tl.where({q} < 0, tl.ceil{q}, tl.floor{q})"
+    return q
+
+
+def _literal_zero(b: Any) -> bool:
+    """``b`` is a literal 0 (a Python number, or its float32 TIR text)."""
+    if isinstance(b, str):
+        return b in ("0.0", "-0.0")
+    return isinstance(b, (int, float)) and float(b) == 0.0
+
+
+def div_tilelang(a, b, rounding_mode=None):
+    if _literal_zero(b):
+        # TIR folds a literal division by zero into an error; a * (+-inf) is the same value
+        # (0 * inf = nan like 0 / 0), with the sign of the zero.
+        negative = b.startswith("-") if isinstance(b, str) else math.copysign(1.0, float(b)) < 0
+        q = f"({a} * ({'-' if negative else ''}{TL_INF}))"
+    else:
+        q = f"({a} / {b})"
+    return {None: q, "trunc": f"T.trunc{q}", "floor": f"T.floor{q}"}[rounding_mode]
+
+
+def erf_triton(z: str) -> str:
+    """Abramowitz-Stegun 7.1.26 with the sign restored: erf(-z) = -erf(z)."""
+    t = f"(1.0 / (1.0 + 0.3275911 * tl.abs({z})))"
+    poly = (f"((((1.061405429 * {t} - 1.453152027) * {t} + 1.421413741) * {t}"
+            f" - 0.284496736) * {t} + 0.254829592) * {t}")
+    y = f"(1.0 - {poly} * tl.exp(-({z}) * ({z})))"
+    return f"({y} * tl.where({z} < 0, -1.0, 1.0))"
+
+
+def gelu(backend: str):
+    def render(a, approximate="none"):
+        if approximate == "tanh":
+            inner = f"{SQRT_2_OVER_PI} * ({a} + 0.044715 * {a} * {a} * {a})"
+            tanh = {"reference": f"np.tanh({inner})", "triton": f"(2.0 * tl.sigmoid(2.0 * ({inner})) - 1.0)",
+                    "tilelang": f"T.tanh({inner})"}[backend]
+            return f"(0.5 * {a} * (1.0 + {tanh}))"
+        z = f"({a} * {SQRT_HALF})"
+        erf = {"reference": f"erf({z})", "triton": erf_triton(z), "tilelang": f"T.erf({z})"}[backend]
+        return f"(0.5 * {a} * (1.0 + {erf}))"
+    return render
+
+
+def pow_triton(a, b):
+    """C99 / torch ``pow`` special cases: x**0 == 1 and 1**y == 1 (NaN included),
+    (-1)**+-inf == 1, signed zeros and infinities, negative base with an integer exponent."""
+    if is_scalar(b) and not is_scalar(a):
+        ones = "tl.where({a} == {a}, 1.0, 1.0)"  # 1.0 shaped like a, NaN included
+        # torch computes x ** 0.5 / x ** -0.5 as sqrt / rsqrt (pow(-inf, 0.5) is nan there)
+        small = {0: ones, 1: "{a}", 2: "({a} * {a})", 3: "({a} * {a} * {a})", 0.5: "tl.sqrt({a})",
+                 -1: "(1.0 / {a})", -0.5: "(1.0 / tl.sqrt({a}))"}
+        if b in small:
+            return small[b].format(a=a)
+    if is_scalar(a) and a > 0:  # scalar ** tensor: the log is a constant
+        if a == 1:
+            return f"tl.where({b} == {b}, 1.0, 1.0)"
+        return f"tl.exp2({b} * {math.log2(a)!r})"
+    mag = f"tl.exp2({b} * tl.log2(tl.abs({a}) + 0.0))"
+    whole = f"(({b}) == tl.floor({b}))"
+    odd = f"({whole} & (({b}) - 2.0 * tl.floor(({b}) * 0.5) == 1.0))"
+    # -0.0 counts as negative for the sign of an odd power (pow(-0.0, -1) == -inf).
+    if is_scalar(a):
+        if a == 0:
+            mag = f"tl.exp2({b} * float('-inf'))"
+        negative = "True" if math.copysign(1.0, a) < 0 else "False"
+    else:
+        negative = f"((({a}) < 0) | ((({a}) == 0) & ((1.0 / ({a})) < 0)))"
+    signed = f"tl.where({odd}, -{mag}, {mag})"
+    finite_neg = f"((({a}) < 0) & (({a}) > float('-inf')))"
+    neg = f"tl.where({whole}, {signed}, tl.where({finite_neg}, float('nan'), {mag}))"
+    value = f"tl.where({negative}, {neg}, {mag})"
+    one = f"((({b}) == 0) | (({a}) == 1) | ((({a}) == -1) & (tl.abs({b}) == float('inf'))))"
+    return f"tl.where({one}, 1.0, {value})"
+
+
+def clamp(lo_fn, hi_fn, suffix: str = ""):
+    """``lo_fn`` / ``hi_fn``: a function name, or a ``render(a, b)`` builder."""
+    def call(fn, a, b):
+        return fn(a, b) if callable(fn) else f"{fn}({a}, {b}{suffix})"
+
+    def render(a, min=None, max=None):
+        out = a
+        if min is not None:
+            out = call(lo_fn, out, min)
+        if max is not None:
+            out = call(hi_fn, out, max)
+        return out
+    return render
+
+
+def clamp_ref(a, min=None, max=None):
+    # clamp keeps the input on ties (clamp(-0.0, min=0.0) is -0.0) and propagates NaN.
+    out = a
+    if min is not None:
+        out = f"_pick({out}, {min}, {out} < {min})"
+    if max is not None:
+        out = f"_pick({out}, {max}, {out} > {max})"
+    return out
+
+
+def cast(backend: str):
+    def render(a, dtype):
+        if backend == "reference":
+            return f"np.asarray({a}).astype(np.{'bool_' if dtype == 'bool' else dtype})" \
+                if dtype != "bfloat16" else f"np.asarray({a})"
+        if backend == "triton":
+            if dtype in ("float16", "bfloat16"):  # round to the narrow dtype, compute in fp32
+                return f"{a}.to(tl.{dtype}).to(tl.float32)"
+            return f"{a}.to(tl.{'int1' if dtype == 'bool' else dtype})"
+        return f"T.Cast({dtype!r}, {a})"
+    return render
+
+
+NAN_ALL = ", propagate_nan=tl.PropagateNan.ALL"
+# TIR's max / min / fabs lower to C's NaN-dropping fmax / fmin (and fabs is missing on the
+# C target): spell eager's NaN-propagating forms out.
+TL_ABS = "T.if_then_else({a} < 0, -{a}, T.if_then_else({a} == 0, 0.0, {a}))"
+
+
+def tl_keep(op: str):
+    """TileLang clamp bound that keeps the input on a tie (clamp(-0.0, min=0.0) is -0.0 in
+    eager; T.max gives 0.0) and propagates a NaN bound."""
+    def render(a, bound):
+        return (f"T.if_then_else(T.isnan({bound}), {bound}, "
+                f"T.if_then_else({a} {op} {bound}, {bound}, {a}))")
+    return render
+
+
+def tl_nan(fn: str):
+    def render(a, b):
+        return f"T.if_then_else(T.isnan({a}), {a}, T.if_then_else(T.isnan({b}), {b}, {fn}({a}, {b})))"
+    return render
+
+
+
+def pow_ref(a, b, framework="torch"):
+    """TensorPlay's ``int_x ** int_y`` goes through float64; ``int_x ** 3`` is exact (wraps)."""
+    tensor_exponent = not (is_scalar(b) or str(b).startswith("_scalar("))
+    return f"_pow({a}, {b}, {framework if tensor_exponent else 'torch'!r})"
+
+
+def minimum_ref(a, b, framework="torch"):
+    # On a tie (0.0 vs -0.0) TensorPlay keeps the second operand (measured); torch's pick
+    # depends on the size (scalar vs vectorised loop), so NumPy's is as good as any.
+    return f"_pick({b}, {a}, {a} < {b})" if framework == "tensorplay" else f"np.minimum({a}, {b})"
+
+
+def maximum_ref(a, b, framework="torch"):
+    return f"_pick({a}, {b}, {b} > {a})" if framework == "tensorplay" else f"np.maximum({a}, {b})"
+
+
+
+# ----------------------------------------------------------------------------- checks
+
+def add_reference_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
+    if args.get("alpha", 1) != 1 and out.dtype in HALF_FLOATS:
+        return (f"alpha on {out.dtype}: eager rounds alpha * b to {out.dtype} before adding; "
+                "not modelled")
+    return None
+
+
+def div_floor_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
+    if args.get("rounding_mode") == "floor":
+        # eager: (a - fmod(a, b)) / b rounded; floor(a / b) differs (1.0 // 0.1 is 9, not 10)
+        return "div(rounding_mode='floor') is not floor(a / b) in eager"
+    return None
+
+
+def _zero(value: Any) -> bool:
+    return is_scalar(value) and not isinstance(value, bool) and float(value) == 0.0
+
+
+def div_tilelang_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
+    # TVM's arith simplifier folds float expressions as if they were integers: 0 / x becomes
+    # 0 (eager: NaN for x = 0 or NaN); the folded kernel also drops x from its signature.
+    if _zero(args.get("a")):
+        return "div with a literal zero dividend: TIR folds it to 0 (eager gives NaN for 0 / 0)"
+    return div_floor_declines(args, out, framework)
+
+
+def mul_tilelang_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
+    if _zero(args.get("a")) or _zero(args.get("b")):
+        return ("mul with a literal zero operand: TIR folds it to 0 (eager gives NaN for inf / "
+                "NaN operands)")
+    return None
+
+
+def pow_triton_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
+    if out.dtype not in ("float32", "float16", "bfloat16", "float64"):
+        return f"integer pow ({out.dtype}) must be exact; the template computes through exp2/log2"
+    b = args.get("b")
+    if out.dtype == "float16" and not isinstance(b, TensorMeta) and b in (0.5, -0.5):
+        # torch takes sqrt for x ** 0.5 in float32 but C pow in float16: pow(-inf, .5) differs
+        return "float16 x ** +-0.5: eager's special values differ from sqrt's"
+    return None
+
+
+def gelu_triton_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
+    if out.device_type == "cpu" and out.dtype in ("float32", "bfloat16") and \
+            args.get("approximate", "none") == "none" and framework == "torch":
+        # torch's vectorised CPU kernel gives nan at +inf (inf on CUDA, in its scalar
+        # path and in float16), so no template matches it for every layout and size.
+        return ("torch's float32 / bfloat16 CPU gelu gives NaN at +inf in its vectorised "
+                "path only; the kernel follows CUDA eager (use CUDA tensors, or "
+                "approximate='tanh')")
+    return None
+
+
+def gelu_reference_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
+    if out.dtype == "float32" and args.get("approximate", "none") == "none" and \
+            framework == "torch":
+        return ("torch's float32 gelu kernel gives NaN at +inf and inf near the float32 "
+                "maximum (its vectorised erf); not modelled")
+    return None
+
+
+def extremum_reference_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
+    if out.dtype == "float16" and framework == "tensorplay":
+        return "TensorPlay's float16 maximum / minimum drop some NaNs (measured); not modelled"
+    return None
+
+
+def clamp_tilelang_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
+    if out.dtype == "bool":
+        # TensorPlay casts the bounds to bool first (clamp(False, min=-1.0) is True)
+        return "clamp of a bool tensor: the bounds' cast to bool differs per framework"
+    return None
