@@ -177,12 +177,6 @@ def _local_names(region: Region) -> Dict[Any, str]:
 #: x; its add / sub cast it, measured).
 _OPMATH_SCALAR_TRAIT = {"torch": "torch_opmath_scalar", "tensorplay": "tensorplay_opmath_scalar"}
 
-#: NumPy's float32 ``tanh`` / ``exp`` ... are up to an ulp off where eager's are right
-#: (``tanh(9.5)``: 0.99999994 vs 1.0, which ``trunc`` then turns into 0 vs 1). Computed in
-#: float64 and rounded once, they are correctly rounded, which is what eager's libm gives
-#: in the cases that matter.
-_FLOAT64_TRANSCENDENTALS = frozenset({"exp", "exp2", "log", "log2", "rsqrt", "sin", "cos", "tanh",
-                                      "sigmoid", "silu", "gelu"})
 
 
 def region_framework(region: Region) -> str:
@@ -222,7 +216,7 @@ def _operands() -> tuple:
 def _convert(name: str, raw: Any, text: Any, common: str, prim, framework: str) -> Any:
     """Source text of operand ``name`` converted as eager converts it."""
     work = opmath(common)
-    if common == "float32" and prim.name in _FLOAT64_TRANSCENDENTALS:
+    if common == "float32" and "float64_reference" in prim.traits:
         work = "float64"
     second = name in ("a", "b")  # either side: ``70000 / x`` keeps 70000 in float32 too
     opmath_second = _OPMATH_SCALAR_TRAIT[framework] in prim.traits and second and \

@@ -122,7 +122,7 @@ def _binary(name, *, reference, triton, tilelang, meta=promoted, spell=None, **k
                    aliases={"other": "b", "exponent": "b"}, **kw)
 
 
-_TRANSCENDENTAL = frozenset({"transcendental"})
+_TRANSCENDENTAL = frozenset({"transcendental", "float64_reference"})
 _SELF_CONSTANT = frozenset({"self_constant"})
 
 # arithmetic
@@ -175,7 +175,8 @@ _unary("log", reference="np.log({a})", triton="tl.log({a})", tilelang="T.log({a}
 _unary("log2", reference="np.log2({a})", triton="tl.log2({a})", tilelang="T.log2({a})",
        traits=_TRANSCENDENTAL)
 _unary("sqrt", reference="np.sqrt({a})", triton="tl.sqrt({a})", tilelang="T.sqrt({a})")
-_unary("rsqrt", reference="(1.0 / np.sqrt({a}))", triton="tl.rsqrt({a})", tilelang="T.rsqrt({a})")
+_unary("rsqrt", reference="(1.0 / np.sqrt({a}))", triton="tl.rsqrt({a})", tilelang="T.rsqrt({a})",
+       traits={"float64_reference"})
 _unary("sin", reference="np.sin({a})", triton="tl.sin({a})", tilelang="T.sin({a})",
        traits=_TRANSCENDENTAL)
 _unary("cos", reference="np.cos({a})", triton="tl.cos({a})", tilelang="T.cos({a})",
