@@ -144,6 +144,12 @@ def build_joint(gm: Any, args: Sequence[Any]) -> JointGraph:
                       differentiable, grads, builder.opaque)
 
 
+def _plain_meta(node: Node) -> TensorMeta:
+    """``node``'s shape, dtype and device with contiguous strides (a fresh gradient)."""
+    meta = node.meta["tensor_meta"]
+    return TensorMeta(meta.shape, meta.dtype, meta.device)
+
+
 def _requires_grad(graph: Any, inputs: List[Node]) -> set:
     needs = set(inputs)
     for node in graph.nodes:
@@ -223,6 +229,10 @@ class _Backward:
             tape = self.graph.call_function(forward, tuple(inputs))
             value = self.graph.call_function(tape_value, (tape,))
         value.meta = {k: v for k, v in node.meta.items() if k not in ("prim", "prim_args")}
+        # Metas the pipeline can trust without running the op: the tape stands for the
+        # op's result (its trailing None: the autograd record, not a tensor).
+        result = node.meta.get("tensor_meta")
+        tape.meta["tensor_meta"] = (result if isinstance(result, tuple) else (result,)) + (None,)
         node.replace_all_uses_with(value)
         self.graph.erase_node(node)
         self.opaque.append(label)
@@ -232,9 +242,9 @@ class _Backward:
         else:
             cotangents = [grad]
         backward = self.graph.call_function(tape_backward, (tape,) + tuple(cotangents))
+        backward.meta["tensor_meta"] = tuple(_plain_meta(inputs[s]) for s in slots)
         for k, slot in enumerate(slots):
             target = inputs[slot]
             piece = self.graph.call_function(operator.getitem, (backward, k))
-            meta = target.meta["tensor_meta"]
-            piece.meta["tensor_meta"] = TensorMeta(meta.shape, meta.dtype, meta.device)
+            piece.meta["tensor_meta"] = _plain_meta(target)
             self.accumulate(target, piece)

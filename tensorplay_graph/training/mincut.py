@@ -135,7 +135,9 @@ def split_joint(joint: JointGraph) -> SplitProgram:
     bw, bmap = Graph(), {}
     for node in saved:
         bmap[node] = bw.placeholder(f"saved_{node.name}")
-        bmap[node].meta = {k: v for k, v in node.meta.items() if k == "tensor_meta"}
+        meta = node.meta.get("tensor_meta")
+        if isinstance(meta, TensorMeta):  # a tape is not a tensor: no meta to check it by
+            bmap[node].meta["tensor_meta"] = meta
     for tangent in joint.tangents:
         bmap[tangent] = bw.node_copy(tangent)
     grads = [g for g in joint.grads if g is not None]

@@ -52,7 +52,9 @@ def build_training(captured: Any, args: Sequence[Any], backends: Sequence[str],
         split = split_joint(joint)
     except NeedsEager as exc:
         logger.info("training runs through eager autograd: %s", exc)
-        return EagerTraining(str(exc))
+        eager = EagerTraining(str(exc))
+        _remember(eager.report)
+        return eager
     report = TrainingProgram(name="program", compiled_by="our joint graph (VJP rules)")
     report.bridged = list(dict.fromkeys(joint.opaque))
     report.saved = split.saved
@@ -62,7 +64,27 @@ def build_training(captured: Any, args: Sequence[Any], backends: Sequence[str],
     backward = build_runner(split.backward, (), backends=list(backends), options=options)
     report.attach("forward", forward, split.forward)
     report.attach("backward", backward, split.backward)
+    _remember(report)
     return CompiledTraining(captured, joint, forward, backward, report)
+
+
+def _remember(report: TrainingProgram) -> None:
+    """Listed by ``training.compiled_programs()`` with the torch.compile programs."""
+    from .aot import _PROGRAMS, _PROGRAMS_LOCK
+    with _PROGRAMS_LOCK:
+        report.name = f"program_{len(_PROGRAMS)}"
+        _PROGRAMS.append(report)
+
+
+def describe_training(runners: Any) -> List[str]:
+    """``explain()`` lines for the training side of each runner (one per specialization)."""
+    lines = []
+    for i, runner in enumerate(runners):
+        training = getattr(runner, "training", None)
+        if training is not None:
+            text = training.explain().replace("\n", "\n    ")
+            lines.append(f"  specialization {i} training: {text}")
+    return lines
 
 
 def _function(framework: str) -> type:
