@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import operator
 from typing import Any, Optional, Sequence, Tuple
 
 from .. import prims
@@ -41,6 +42,8 @@ OPAQUE = _Opaque()
 _METHODS = {"neg", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh",
             "sigmoid", "relu", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt",
             "le", "gt", "ge", "matmul", "bmm", "logical_and"}
+
+_OPERATORS = {"mul": operator.mul, "div": operator.truediv, "pow": operator.pow}
 
 
 def _module(framework: str, suffix: str = "") -> Any:
@@ -94,6 +97,8 @@ class Emitter:
 
     def _spell(self, name: str, c: dict) -> Tuple[str, Any, tuple, dict]:
         a = c.get("a")
+        if not isinstance(a, Node) and name in _OPERATORS:  # scalar first: ``2.0 ** x``
+            return "call_function", _OPERATORS[name], (a, c["b"]), {}
         if name in _METHODS:
             # the second operand positionally; later arguments only when not at their
             # default, by name (``rounding_mode``): the frameworks' positions differ there
@@ -125,6 +130,23 @@ class Emitter:
             return "call_method", name, (a, c["dim0"], c["dim1"]), {}
         if name in ("unsqueeze", "squeeze"):
             return "call_method", name, (a, c["dim"]), {}
+        return self._spell_forward(name, c)
+
+    def _spell_forward(self, name: str, c: dict) -> Tuple[str, Any, tuple, dict]:
+        """Prims VJP rules do not emit (tests build one-prim programs with them)."""
+        a = c.get("a")
+        if name in ("clamp", "var", "flatten", "contiguous", "view", "squeeze"):
+            kwargs = {k: v for k, v in list(c.items())[1:]}
+            if name == "view":
+                return "call_method", name, (a, tuple(kwargs["shape"])), {}
+            return "call_method", name, (a,), kwargs
+        if name in ("layer_norm", "rms_norm", "linear", "dropout"):
+            return "call_function", getattr(self.F, name), tuple(c.values()), {}
+        if name == "addmm":
+            return "call_function", self.fw.addmm, (c["c"], a, c["b"]), \
+                {"beta": c["beta"], "alpha": c["alpha"]}
+        if name == "getitem":
+            return "call_function", operator.getitem, (a, c["index"]), {}
         raise NotDifferentiable(f"the emitter has no spelling for prim {name!r}")
 
     # -- helpers rules share -----------------------------------------------------------
