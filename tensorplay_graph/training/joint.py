@@ -136,6 +136,7 @@ def build_joint(gm: Any, args: Sequence[Any]) -> JointGraph:
             tangents.insert(0, tangent)
             builder.grads[leaves[i]] = tangent
     builder.run()
+    leaves = [builder.replaced.get(leaf, leaf) for leaf in leaves]
     grads = [builder.grads.get(p) if p in needs else None for p in primals]
     out_node = graph.output_node()
     graph.erase_node(out_node)
@@ -169,6 +170,7 @@ class _Backward:
         self.grads: Dict[Node, Node] = {}
         self.parts: Dict[Node, Dict[int, Node]] = {}  # tuple-valued node -> index -> grad
         self.opaque: List[str] = []
+        self.replaced: Dict[Node, Node] = {}  # opaque node -> the node reading its tape
 
     def run(self) -> None:
         nodes = [n for n in self.graph.nodes if n in self.needs and n.op != "placeholder"]
@@ -234,6 +236,7 @@ class _Backward:
         result = node.meta.get("tensor_meta")
         tape.meta["tensor_meta"] = (result if isinstance(result, tuple) else (result,)) + (None,)
         node.replace_all_uses_with(value)
+        self.replaced[node] = value
         self.graph.erase_node(node)
         self.opaque.append(label)
         if parts is not None:
