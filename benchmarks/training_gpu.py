@@ -167,7 +167,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="out")
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--modes", default="eager,inductor,ours,ours_dynamo")
+    parser.add_argument("--modes", default="eager,inductor,ours;ours_dynamo",
+                        help="phases separated by ';': every model runs a phase before the next")
     parser.add_argument("--smoke", action="store_true", help="tiny models on the CPU")
     args = parser.parse_args()
     global DEVICE
@@ -178,8 +179,9 @@ def main():
             "torch": torch.__version__}
     print(json.dumps(meta), flush=True)
     results = []
-    for name in args.models.split(","):
-        run_model(name, set(args.modes.split(",")), results, args.out, meta)
+    for phase in args.modes.split(";"):
+        for name in args.models.split(","):
+            run_model(name, set(phase.split(",")), results, args.out, meta)
 
 
 if __name__ == "__main__":
