@@ -163,3 +163,17 @@ def test_prim_without_vjp_rule_trains_through_eager_autograd(monkeypatch):
     text = compiled.explain()
     assert "runs through eager autograd" in text and "prim sigmoid" in text
     assert "has no VJP rule" in text
+
+
+def test_opaque_ops_release_what_they_saved_once_backward_ran():
+    torch = pytest.importorskip("torch")
+    model, (x, target) = _model(torch), _inputs(torch)
+    compiled = tpg.compile(model, options=OPTIONS)
+    kept = compiled(x, target)
+    kept.backward(retain_graph=True)   # eager keeps the graph: so do the opaque ops' tapes
+    spent = compiled(x, target)
+    spent.backward()                   # eager frees what backward saved: so do we
+    compiled(x, target)                # the next forward drops spent tapes
+    assert kept.grad_fn.others, "a retained graph lost its opaque ops' tapes"
+    assert spent.grad_fn.others is None
+    kept.backward()                    # the retained graph still runs

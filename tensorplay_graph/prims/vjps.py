@@ -83,15 +83,14 @@ def _pow(e, g, out, a, b):
         else:
             power = e.pow(a, b - 1) if b - 1 != 1 else a
             grads["a"] = e.mul(e.mul(g, power), float(b))
-    if _is_node(b):
-        if _is_node(a):
-            # d/db a**b = a**b * log(a); eager defines it as 0 where a == 0 and b >= 0.
-            zero_base = e.logical_and(e.eq(a, 0), e.ge(b, 0))
-            grads["b"] = e.where(zero_base, 0.0, e.mul(e.mul(g, out), e.log(a)))
-        else:
-            grads["b"] = e.mul(e.mul(g, out), math.log(a)) if a > 0 else None
-            if a <= 0:
-                raise NotDifferentiable(f"pow with base {a} <= 0 has no real log")
+    if _is_node(b) and _is_node(a):
+        # d/db a**b = a**b * log(a); eager defines it as 0 where a == 0 and b >= 0.
+        zero_base = e.logical_and(e.eq(a, 0), e.ge(b, 0))
+        grads["b"] = e.where(zero_base, 0.0, e.mul(e.mul(g, out), e.log(a)))
+    elif _is_node(b):
+        if a <= 0:
+            raise NotDifferentiable(f"pow with base {a} <= 0 has no real log")
+        grads["b"] = e.mul(e.mul(g, out), math.log(a))
     return grads
 
 
@@ -140,14 +139,9 @@ def _exp2(e, g, out, a):
     return {"a": e.mul(e.mul(g, out), LN2)}
 
 
-@rule("log")
+@rule("log", "log2")
 def _log(e, g, out, a):
-    return {"a": e.div(g, a)}
-
-
-@rule("log2")
-def _log2(e, g, out, a):
-    return {"a": e.div(g, e.mul(a, LN2))}
+    return {"a": e.div(g, a if out.meta["prim"].name == "log" else e.mul(a, LN2))}
 
 
 @rule("sqrt")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import weakref
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..frameworks import is_tensor
@@ -108,6 +109,8 @@ def _forward(ctx: Any, program: "CompiledTraining", *inputs: Any) -> Any:
     ctx.layout = [is_tensor(s) for s in saved]
     ctx.others = [s for s in saved if not is_tensor(s)]
     ctx.save_for_backward(*tensors)
+    if tensors and ctx.others:
+        program.track(ctx)
     fixed = [o for i, o in enumerate(outs) if i not in program.differentiable and is_tensor(o)]
     if fixed:
         ctx.mark_non_differentiable(*fixed)
@@ -144,12 +147,39 @@ class CompiledTraining:
         self.differentiable = frozenset(joint.differentiable)
         self._function = _function(joint.framework)
         self._module = sys.modules[joint.framework]
+        self._contexts: List[Any] = []  # weak references to contexts holding tapes
+
+    def track(self, ctx: Any) -> None:
+        self._contexts.append(weakref.ref(ctx))
+
+    def release_spent_tapes(self) -> None:
+        """Drop the opaque ops' tapes of contexts whose backward already ran for good.
+
+        Why: a tape holds what its op saved for backward (attention's activations, ...).
+        Eager frees those in ``backward()`` unless ``retain_graph``; we cannot ask whether it
+        was kept, but the framework frees our saved tensors in exactly that case, so their
+        absence (read before the next forward) says the tapes can go too.
+        """
+        alive = []
+        for ref in self._contexts:
+            ctx = ref()
+            if ctx is None:
+                continue
+            try:
+                ctx.saved_tensors
+            except RuntimeError:
+                ctx.others = None
+                continue
+            alive.append(ref)
+        self._contexts = alive
 
     def zeros(self, meta: Any) -> Any:
         fw = self._module
         return fw.zeros(meta.shape, dtype=getattr(fw, meta.dtype), device=meta.device)
 
     def __call__(self, *args: Any) -> Any:
+        if self._contexts:
+            self.release_spent_tapes()
         params = [_attr(self.captured, name) for name in self.joint.params]
         outs = self._function.apply(self, *args, *params)
         if not isinstance(outs, (tuple, list)):
