@@ -177,3 +177,20 @@ def test_opaque_ops_release_what_they_saved_once_backward_ran():
     assert kept.grad_fn.others, "a retained graph lost its opaque ops' tapes"
     assert spent.grad_fn.others is None
     kept.backward()                    # the retained graph still runs
+
+
+def test_min_cut_recomputes_pointwise_chains_instead_of_saving_them():
+    torch = pytest.importorskip("torch")
+    from tensorplay_graph.capture import capture
+    from tensorplay_graph.training.joint import build_joint
+    from tensorplay_graph.training.mincut import split_joint
+
+    def f(x, w):
+        return (torch.tanh(torch.exp(torch.sin(x) * 2.0)) @ w).sum()
+
+    x, w = torch.randn(8, 16, requires_grad=True), torch.randn(16, 4, requires_grad=True)
+    split = split_joint(build_joint(capture(f, x, w), (x, w)))
+    # every VJP of the chain reads an intermediate; saving the chain's input (and w) is
+    # cheaper than saving them, so the backward recomputes sin / exp / tanh
+    assert set(split.saved) == {"x", "w"}, split.saved
+    assert {"sin", "exp", "tanh"} <= set(split.recomputed), split.recomputed

@@ -95,7 +95,9 @@ def choose_saved(joint: JointGraph) -> List[Node]:
         inner, outer = node.name + ":in", node.name + ":out"
         if node.op == "placeholder" or not _recomputable(node):
             flow.add_edge("source", inner)
-        flow.add_edge(inner, outer, capacity=_bytes(node))
+        # a view costs its base's bytes; +1 prefers saving the base (an input, often) itself
+        view = node.meta.get("prim") is not None and node.meta["prim"].kind == "view"
+        flow.add_edge(inner, outer, capacity=_bytes(node) + (1 if view else 0))
         for user in node.users:
             if user in backward:
                 flow.add_edge(outer, "sink")
