@@ -194,3 +194,28 @@ def test_min_cut_recomputes_pointwise_chains_instead_of_saving_them():
     # cheaper than saving them, so the backward recomputes sin / exp / tanh
     assert set(split.saved) == {"x", "w"}, split.saved
     assert {"sin", "exp", "tanh"} <= set(split.recomputed), split.recomputed
+
+
+def test_training_mode_dropout_draws_as_eager_and_trains_compiled():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.GELU(), torch.nn.Dropout(0.5),
+                              torch.nn.Linear(32, 4)).train()
+    x = torch.randn(6, 8)
+
+    def step(fn):
+        torch.manual_seed(123)  # the same mask when the draws happen in the same order
+        out = fn(x)
+        out.square().mean().backward()
+        grads = {n: p.grad.clone() for n, p in net.named_parameters()}
+        net.zero_grad(set_to_none=True)
+        return out.detach(), grads
+
+    want_out, want = step(net)
+    compiled = tpg.compile(net, options=OPTIONS)
+    for _ in range(2):
+        got_out, got = step(compiled)
+        _close(got_out, want_out, "output")
+        for name in want:
+            _close(got[name], want[name], f"grad {name}")
+    assert "compiled through our joint graph" in compiled.explain()

@@ -98,10 +98,13 @@ def _prepare(jgm: Any, examples: Sequence[Any]) -> None:
     shape_prop(jgm, *examples)
     functionalize(jgm)
     normalize(jgm)
-    from ..ir.effects import is_impure, is_inplace
+    from ..ir.effects import declares_impure, is_inplace, prim_effect
     for node in jgm.graph.nodes:
-        if node.op in ("call_function", "call_method") and (is_inplace(node) or
-                                                             is_impure(node)):
+        if node.op not in ("call_function", "call_method"):
+            continue
+        # random draws are fine: they run once, in the forward, in program order
+        if is_inplace(node) or prim_effect(node) == "side_effect" or (
+                node.op == "call_function" and declares_impure(node.target)):
             raise NeedsEager(f"node {node.name} writes into a tensor or has side effects; "
                              f"autograd must see it")
 
