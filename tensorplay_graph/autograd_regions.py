@@ -1,9 +1,11 @@
 """How compiled graphs run when gradients are needed.
 
-Policy (the simplest one that is always correct): generated kernels have no
-backward formula, so when any input or captured parameter requires grad and
-the framework's grad mode is on, the *captured* graph runs through eager
-dispatch instead of the lowered one. The framework's autograd then records
+Policy: when any input or captured parameter requires grad and the framework's
+grad mode is on, a runner built with a ``train`` factory runs the compiled
+forward/backward pair (:mod:`.training.step`: backward graph from the prims' VJP
+rules, both halves lowered). Otherwise -- no backend chosen, or the program
+cannot be differentiated in our IR (``explain()`` says why) -- the *captured*
+graph runs through eager dispatch instead of the lowered one. The framework's autograd then records
 every op, and custom ops go through their own ``register_autograd``
 formulas, so results and gradients equal eager. Without grad (inference,
 ``no_grad``) the lowered graph with its fused kernels runs. The switch is
@@ -80,9 +82,14 @@ class GraphRunner:
 
     def __init__(self, captured: Callable[..., Any],
                  lower: Optional[Callable[[tuple], Optional[Callable[..., Any]]]],
-                 constants: Iterable[Any] = ()) -> None:
+                 constants: Iterable[Any] = (),
+                 train: Optional[Callable[[tuple], Any]] = None) -> None:
         self.captured = captured
         self._lower = lower
+        #: ``train(args)`` builds the compiled forward/backward pair (``training.step``);
+        #: ``training`` is what it built: compiled, or eager with its reason.
+        self._train = train
+        self.training: Any = None
         self._lowered: Optional[Callable[..., Any]] = None
         self._grad_constants = [c for c in constants if c.requires_grad]
         # A runner serves one specialization, whose key fixes each argument's
@@ -108,6 +115,11 @@ class GraphRunner:
 
     def __call__(self, *args: Any) -> Any:
         if self.uses_eager_autograd(args):
+            if self._train is not None:
+                if self.training is None:
+                    self.training = self._train(args)
+                if self.training.compiled:
+                    return self.training(*args)
             if self._lower is not None or self._lowered is not None:
                 _log_policy_once()
             return self.captured(*args)

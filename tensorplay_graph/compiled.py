@@ -303,6 +303,8 @@ class CompiledFunction:
                  f"  captures: {self.captures}, specializations: {len(self.specializations)}, "
                  f"dynamic sizes: {bool(self.dynamic)}"]
         lines += [f"  recompiled: {reason}" for reason in self.recompile_reasons]
+        from .training.step import describe_training  # the compiled backward, if any
+        lines += describe_training(spec.runner for spec in self.specializations.values())
         return "\n".join(lines)
 
     def reset(self) -> None:

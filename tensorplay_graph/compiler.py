@@ -33,8 +33,9 @@ runner lowers them per concrete signature (:mod:`tensorplay_graph.dynamic_shapes
 
 Autograd: ``torch.compile`` graphs that need grad go through AOTAutograd
 (:mod:`tensorplay_graph.training`): the forward and the backward graph are both
-lowered. Our own capture (``compile``, ``tp.compile``) still runs the captured graph
-through eager dispatch when grad is needed (:mod:`tensorplay_graph.autograd_regions`).
+lowered. Our own capture (``compile``, ``tp.compile``) builds the backward graph in our
+IR from the prims' VJP rules (:mod:`tensorplay_graph.training.step`); a program it
+cannot differentiate runs through eager autograd (:mod:`tensorplay_graph.autograd_regions`).
 """
 
 from __future__ import annotations
@@ -198,7 +199,11 @@ def build_runner(gm: Any, example_inputs: Sequence[Any], *, backends: BackendSpe
         def lower(args: tuple) -> Callable[..., Any]:
             return _warn_if_unclaimed(lower_graph(copy_graph_module(gm), args, names, options),
                                       explicit if requested_explicitly else [])
-        return GraphRunner(gm, lower, graph_constants(gm))
+
+        def train(args: tuple) -> Any:
+            from .training.step import build_training
+            return build_training(gm, args, names, options)
+        return GraphRunner(gm, lower, graph_constants(gm), train=train)
 
     def lower_for(args: tuple) -> Callable[..., Any]:
         return lower_graph(specialize(copy_graph_module(gm), args), args, names, options)

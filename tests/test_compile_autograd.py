@@ -128,20 +128,32 @@ def test_module_parameters_get_eager_gradients():
     np.testing.assert_allclose(got, net.weight.grad.numpy(), rtol=1e-5, atol=1e-5)
 
 
-def test_grad_path_is_logged_and_no_grad_uses_lowered_graph(caplog):
-    import tensorplay_graph.autograd_regions as regions
-    regions._policy_logged = False
+def test_grad_path_runs_compiled_pair_and_no_grad_uses_lowered_graph(caplog):
     caplog.set_level(logging.INFO, logger="tensorplay_graph.compile")
     f = tpg.compile(tp_program, options={"backends": ["reference"]})
     x, w = tp.randn(4, 8, requires_grad=True), tp.randn(4, 8, requires_grad=True)
     f(x, w)
     f(x, w)
-    logged = [r for r in caplog.records if "eager dispatch" in r.getMessage()]
-    assert len(logged) == 1
-    runner = next(iter(f.specializations.values()))
-    assert runner.lowered is None               # training never built kernels
+    assert not [r for r in caplog.records if "eager dispatch" in r.getMessage()]
+    spec = next(iter(f.specializations.values()))
+    assert spec.runner.training.compiled        # the joint graph's forward / backward pair
+    assert spec.lowered is None                 # the inference graph is not built for training
     with tp.no_grad():
         out = f(x, w)
-    assert runner.lowered is not None
+    assert spec.lowered is not None
     assert not out.requires_grad
     np.testing.assert_allclose(out.numpy(), tp_program(x, w).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_eager_autograd_fallback_is_logged(caplog, monkeypatch):
+    import tensorplay_graph.autograd_regions as regions
+    from tensorplay_graph import prims
+    monkeypatch.setattr(prims.get("tanh"), "vjp", None)
+    regions._policy_logged = False
+    caplog.set_level(logging.INFO, logger="tensorplay_graph.compile")
+    f = tpg.compile(tp_program, options={"backends": ["reference"]})
+    x, w = tp.randn(4, 8, requires_grad=True), tp.randn(4, 8, requires_grad=True)
+    assert_all_close(tp_grads(f, x.detach(), w.detach()), tp_grads(tp_program, x.detach(), w.detach()))
+    f(x, w)
+    assert len([r for r in caplog.records if "eager dispatch" in r.getMessage()]) == 1
+    assert "prim tanh" in f.explain() and "has no VJP rule" in f.explain()

@@ -24,7 +24,8 @@ from .record import KINDS, Prim
 __all__ = ["Prim", "KINDS", "register", "unregister", "get", "all_prims", "lookup",
            "canonical_args"]
 
-_RECORD_MODULES = ("pointwise", "reductions", "norms", "matmul", "views", "effects", "nn")
+# ``vjps`` last: it attaches reverse-mode rules to the records the others registered.
+_RECORD_MODULES = ("pointwise", "reductions", "norms", "matmul", "views", "effects", "nn", "vjps")
 _REGISTRY: Dict[str, Prim] = {}
 _loaded = False
 

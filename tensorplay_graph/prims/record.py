@@ -75,6 +75,9 @@ class Prim:
     * ``adapters`` -- spelling -> ``fn(args, kwargs) -> canonical dict`` for spellings
       whose argument order differs from ``signature`` (``"torch:var"``,
       ``"method:view"``; ``"tensorplay.method:var"`` for TensorPlay-only methods).
+    * ``vjp`` -- reverse-mode rule ``(emitter, grad, out, **prim_args) -> {name: grad}``
+      written in prims (registered by :mod:`.vjps`); ``None``: no rule, so a graph that
+      needs this prim's gradient trains through eager autograd.
     """
 
     name: str
@@ -94,6 +97,7 @@ class Prim:
     dims: Optional[Callable[..., Tuple[int, ...]]] = None
     declines: Dict[str, Callable[..., Optional[str]]] = field(default_factory=dict)
     traits: FrozenSet[str] = frozenset()
+    vjp: Optional[Callable[..., Any]] = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

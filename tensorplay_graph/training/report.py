@@ -29,6 +29,13 @@ class TrainingProgram:
     graphs: Dict[str, Any] = field(default_factory=dict)
     bridged: List[str] = field(default_factory=list)
     eager_reason: Optional[str] = None
+    #: Who built the backward graph: AOTAutograd (torch.compile) or our own joint graph.
+    compiled_by: str = "AOTAutograd"
+    #: The forward values the backward receives (our joint graph's min-cut), and their size.
+    saved: List[str] = field(default_factory=list)
+    saved_bytes: int = 0
+    #: Forward values the backward recomputes instead of saving.
+    recomputed: List[str] = field(default_factory=list)
 
     def attach(self, kind: str, runner: Any, graph: Any) -> None:
         self.runners[kind] = runner
@@ -62,9 +69,13 @@ class TrainingProgram:
         if self.eager_reason is not None:
             return (f"{self.name}: runs through eager autograd (no lowered kernels): "
                     f"{self.eager_reason}")
-        lines = [f"{self.name}: forward and backward compiled through AOTAutograd"]
+        lines = [f"{self.name}: forward and backward compiled through {self.compiled_by}"]
         if self.bridged:
-            lines.append(f"  opaque custom ops: {', '.join(self.bridged)}")
+            lines.append(f"  opaque custom ops / ops with their own backward: {', '.join(self.bridged)}")
+        if self.saved or self.recomputed:
+            lines.append(f"  saved for backward: {len(self.saved)} value(s), "
+                         f"{self.saved_bytes} bytes; recomputed in backward: "
+                         f"{', '.join(self.recomputed) or 'nothing'}")
         for kind in ("forward", "backward"):
             if kind not in self.runners:
                 lines.append(f"  {kind}: not compiled yet")

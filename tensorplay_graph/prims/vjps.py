@@ -1,0 +1,400 @@
+"""Reverse-mode (VJP) rules, one per differentiable prim, attached to the prim records.
+
+A rule is ``rule(e, g, out, **prim_args) -> {argument name: gradient}``: ``e`` is the
+:class:`~tensorplay_graph.training.emit.Emitter` (every ``e.<prim>(...)`` appends a prim
+call, so the backward graph is made of prims and fuses like any program), ``g`` the
+gradient of the output ``out``, ``prim_args`` the call's canonical arguments (graph nodes
+for tensors). A rule returns gradients in any dtype and any broadcast shape: the caller
+sums each over its broadcast dims and casts it to its input's dtype. An argument left out
+(or ``None``) gets no gradient; ``OPAQUE`` hands the node to the framework's own autograd
+(kept as one opaque node); raising ``NotDifferentiable`` makes the graph train through
+eager autograd, with the reason shown by ``explain()``.
+
+Comparisons, logical ops and integer results carry no gradient and need no rule.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Dict
+
+from . import _REGISTRY
+from ..training.emit import OPAQUE, NotDifferentiable, reduced_dims
+
+LN2 = math.log(2.0)
+INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_RULES: Dict[str, Callable[..., Any]] = {}
+
+
+def rule(*names: str) -> Callable:
+    def register(fn: Callable) -> Callable:
+        for name in names:
+            _RULES[name] = fn
+        return fn
+    return register
+
+
+def _is_node(value: Any) -> bool:
+    return hasattr(value, "meta") and hasattr(value, "users")
+
+
+# ----------------------------------------------------------------------------- arithmetic
+
+@rule("add", "sub")
+def _add(e, g, out, a, b, alpha=1):
+    gb = g if alpha == 1 else e.mul(g, alpha)
+    if out.meta["prim"].name == "sub":
+        gb = e.neg(gb)
+    return {"a": g, "b": gb}
+
+
+@rule("mul")
+def _mul(e, g, out, a, b):
+    return {"a": e.mul(g, b) if _is_node(a) else None, "b": e.mul(g, a) if _is_node(b) else None}
+
+
+@rule("div")
+def _div(e, g, out, a, b, rounding_mode=None):
+    if rounding_mode is not None:
+        return {}  # floor / trunc division is piecewise constant: zero gradient, as in eager
+    ga = e.div(g, b) if _is_node(a) else None
+    gb = e.neg(e.div(e.mul(g, out), b)) if _is_node(b) else None
+    return {"a": ga, "b": gb}
+
+
+@rule("neg")
+def _neg(e, g, out, a):
+    return {"a": e.neg(g)}
+
+
+@rule("abs")
+def _abs(e, g, out, a):
+    return {"a": e.where(e.gt(a, 0), g, e.where(e.lt(a, 0), e.neg(g), 0.0))}
+
+
+@rule("pow")
+def _pow(e, g, out, a, b):
+    grads = {}
+    if _is_node(a):
+        if _is_node(b):
+            grads["a"] = e.mul(e.mul(g, b), e.pow(a, e.sub(b, 1.0)))
+        elif b == 0:
+            grads["a"] = None
+        else:
+            power = e.pow(a, b - 1) if b - 1 != 1 else a
+            grads["a"] = e.mul(e.mul(g, power), float(b))
+    if _is_node(b) and _is_node(a):
+        # d/db a**b = a**b * log(a); eager defines it as 0 where a == 0 and b >= 0.
+        zero_base = e.logical_and(e.eq(a, 0), e.ge(b, 0))
+        grads["b"] = e.where(zero_base, 0.0, e.mul(e.mul(g, out), e.log(a)))
+    elif _is_node(b):
+        if a <= 0:
+            raise NotDifferentiable(f"pow with base {a} <= 0 has no real log")
+        grads["b"] = e.mul(e.mul(g, out), math.log(a))
+    return grads
+
+
+@rule("maximum", "minimum")
+def _extremum(e, g, out, a, b):
+    if not (_is_node(a) and _is_node(b)):
+        raise NotDifferentiable("maximum / minimum of a scalar")
+    pick = e.gt if out.meta["prim"].name == "maximum" else e.lt
+    half = e.mul(g, 0.5)  # eager splits the gradient evenly on ties
+    return {"a": e.where(pick(a, b), g, e.where(e.eq(a, b), half, 0.0)),
+            "b": e.where(pick(b, a), g, e.where(e.eq(a, b), half, 0.0))}
+
+
+@rule("where")
+def _where(e, g, out, cond, a, b):
+    return {"a": e.where(cond, g, 0.0) if _is_node(a) else None,
+            "b": e.where(cond, 0.0, g) if _is_node(b) else None}
+
+
+@rule("clamp")
+def _clamp(e, g, out, a, min=None, max=None):
+    if _is_node(min) or _is_node(max):
+        raise NotDifferentiable("clamp with tensor bounds")
+    mask = None
+    for bound, test in ((min, e.ge), (max, e.le)):
+        if bound is not None:
+            inside = test(a, bound)
+            mask = inside if mask is None else e.logical_and(mask, inside)
+    return {"a": g if mask is None else e.where(mask, g, 0.0)}
+
+
+@rule("cast")
+def _cast(e, g, out, a, dtype):
+    return {"a": g}
+
+
+# ----------------------------------------------------------------------------- transcendental
+
+@rule("exp")
+def _exp(e, g, out, a):
+    return {"a": e.mul(g, out)}
+
+
+@rule("exp2")
+def _exp2(e, g, out, a):
+    return {"a": e.mul(e.mul(g, out), LN2)}
+
+
+@rule("log", "log2")
+def _log(e, g, out, a):
+    return {"a": e.div(g, a if out.meta["prim"].name == "log" else e.mul(a, LN2))}
+
+
+@rule("sqrt")
+def _sqrt(e, g, out, a):
+    return {"a": e.div(g, e.mul(out, 2.0))}
+
+
+@rule("rsqrt")
+def _rsqrt(e, g, out, a):
+    return {"a": e.mul(e.mul(g, e.mul(e.mul(out, out), out)), -0.5)}
+
+
+@rule("sin")
+def _sin(e, g, out, a):
+    return {"a": e.mul(g, e.cos(a))}
+
+
+@rule("cos")
+def _cos(e, g, out, a):
+    return {"a": e.neg(e.mul(g, e.sin(a)))}
+
+
+@rule("tanh")
+def _tanh(e, g, out, a):
+    t = e.upcast(out)
+    return {"a": e.mul(e.upcast(g), e.rsub(1.0, e.mul(t, t)))}
+
+
+@rule("sigmoid")
+def _sigmoid(e, g, out, a):
+    s = e.upcast(out)
+    return {"a": e.mul(e.upcast(g), e.mul(s, e.rsub(1.0, s)))}
+
+
+@rule("relu")
+def _relu(e, g, out, a):
+    return {"a": e.where(e.gt(out, 0), g, 0.0)}
+
+
+@rule("silu")
+def _silu(e, g, out, a):
+    x = e.upcast(a)
+    s = e.sigmoid(x)
+    return {"a": e.mul(e.upcast(g), e.mul(s, e.add(e.mul(x, e.rsub(1.0, s)), 1.0)))}
+
+
+@rule("gelu")
+def _gelu(e, g, out, a, approximate="none"):
+    x, g = e.upcast(a), e.upcast(g)
+    if approximate == "tanh":
+        beta, kappa = math.sqrt(2.0 / math.pi), 0.044715
+        x_sq = e.mul(x, x)
+        inner = e.mul(e.add(x, e.mul(e.mul(x_sq, x), kappa)), beta)
+        t = e.tanh(inner)
+        left = e.mul(e.add(t, 1.0), 0.5)
+        dinner = e.mul(e.add(e.mul(x_sq, 3.0 * kappa), 1.0), beta)
+        right = e.mul(e.mul(e.mul(x, 0.5), e.rsub(1.0, e.mul(t, t))), dinner)
+        return {"a": e.mul(g, e.add(left, right))}
+    # Phi(x) = gelu(x) / x (no erf prim; 0.5 at x == 0), phi(x) = exp(-x^2/2) / sqrt(2 pi)
+    cdf = e.where(e.eq(x, 0), 0.5, e.div(e.gelu(x), x))
+    pdf = e.mul(e.exp(e.mul(e.mul(x, x), -0.5)), INV_SQRT_2PI)
+    return {"a": e.mul(g, e.add(cdf, e.mul(x, pdf)))}
+
+
+# ----------------------------------------------------------------------------- reductions
+
+@rule("sum")
+def _sum(e, g, out, a, dim=None, keepdim=False, dtype=None):
+    return {"a": e.expand_back(g, e.shape(a), dim, keepdim)}
+
+
+@rule("mean")
+def _mean(e, g, out, a, dim=None, keepdim=False, dtype=None):
+    shape = e.shape(a)
+    count = 1
+    for d in reduced_dims(dim, len(shape)):
+        count *= shape[d]
+    return {"a": e.div(e.expand_back(g, shape, dim, keepdim), float(max(count, 1)))}
+
+
+@rule("amax", "amin")
+def _amax(e, g, out, a, dim=None, keepdim=False):
+    shape = e.shape(a)
+    # eager splits the gradient evenly between the tied extremes
+    hit = e.cast(e.eq(a, e.expand_back(out, shape, dim, keepdim)), e.dtype(g))
+    ties = e.sum(hit, reduced_dims(dim, len(shape)), True)
+    share = e.div(e.expand_back(g, shape, dim, keepdim), e.expand(ties, shape))
+    return {"a": e.mul(share, hit)}
+
+
+@rule("var")
+def _var(e, g, out, a, dim=None, correction=1, keepdim=False):
+    shape = e.shape(a)
+    dims = reduced_dims(dim, len(shape))
+    count = 1
+    for d in dims:
+        count *= shape[d]
+    centered = e.sub(a, e.mean(a, dims, True))
+    scale = 2.0 / max(count - correction, 0) if count - correction > 0 else float("nan")
+    return {"a": e.mul(e.mul(e.expand_back(g, shape, dim, keepdim), centered), scale)}
+
+
+# ----------------------------------------------------------------------------- rows (norms)
+
+def _softmax_dim(e, a, dim):
+    from .norms import implicit_softmax_dim
+    return implicit_softmax_dim(len(e.shape(a))) if dim is None else dim
+
+
+@rule("softmax")
+def _softmax(e, g, out, a, dim=None, dtype=None):
+    dim = _softmax_dim(e, a, dim)
+    y, g = e.upcast(out), e.upcast(g)
+    gy = e.mul(g, y)
+    return {"a": e.sub(gy, e.mul(y, e.sum(gy, [dim], True)))}
+
+
+@rule("log_softmax")
+def _log_softmax(e, g, out, a, dim=None, dtype=None):
+    dim = _softmax_dim(e, a, dim)
+    y, g = e.upcast(out), e.upcast(g)
+    return {"a": e.sub(g, e.mul(e.exp(y), e.sum(g, [dim], True)))}
+
+
+def _norm_dims(e, a, normalized_shape):
+    k = 1 if isinstance(normalized_shape, int) else len(tuple(normalized_shape))
+    n = len(e.shape(a))
+    return list(range(n - k, n))
+
+
+@rule("layer_norm")
+def _layer_norm(e, g, out, a, normalized_shape, weight=None, bias=None, eps=1e-5):
+    dims = _norm_dims(e, a, normalized_shape)
+    x, g = e.upcast(a), e.upcast(g)
+    centered = e.sub(x, e.mean(x, dims, True))
+    rstd = e.rsqrt(e.add(e.mean(e.mul(centered, centered), dims, True), float(eps)))
+    xhat = e.mul(centered, rstd)
+    gx = e.mul(g, e.upcast(weight)) if _is_node(weight) else g
+    ga = e.mul(e.sub(e.sub(gx, e.mean(gx, dims, True)),
+                     e.mul(xhat, e.mean(e.mul(gx, xhat), dims, True))), rstd)
+    return {"a": ga, "weight": e.mul(g, xhat) if _is_node(weight) else None,
+            "bias": g if _is_node(bias) else None}
+
+
+_EPS = {"float16": 0.0009765625, "bfloat16": 0.0078125, "float32": 1.1920928955078125e-07,
+        "float64": 2.220446049250313e-16}
+
+
+@rule("rms_norm")
+def _rms_norm(e, g, out, a, normalized_shape, weight=None, eps=None):
+    dims = _norm_dims(e, a, normalized_shape)
+    eps = _EPS.get(e.dtype(a), 1e-6) if eps is None else eps
+    x, g = e.upcast(a), e.upcast(g)
+    rstd = e.rsqrt(e.add(e.mean(e.mul(x, x), dims, True), float(eps)))
+    xhat = e.mul(x, rstd)
+    gx = e.mul(g, e.upcast(weight)) if _is_node(weight) else g
+    ga = e.mul(e.sub(gx, e.mul(xhat, e.mean(e.mul(gx, xhat), dims, True))), rstd)
+    return {"a": ga, "weight": e.mul(g, xhat) if _is_node(weight) else None}
+
+
+# ----------------------------------------------------------------------------- matmul
+
+def _mT(e, x):
+    n = len(e.shape(x))
+    return e.transpose(x, n - 2, n - 1)
+
+
+def _weight_grad(e, left, right):
+    """``left^T @ right`` over all leading dims folded: (..., K)^T @ (..., N) -> (K, N)."""
+    k, n = e.shape(left)[-1], e.shape(right)[-1]
+    return e.matmul(e.transpose(e.reshape(left, (-1, k)), 0, 1), e.reshape(right, (-1, n)))
+
+
+@rule("matmul")
+def _matmul(e, g, out, a, b):
+    na, nb = len(e.shape(a)), len(e.shape(b))
+    if na < 2 or nb < 2:
+        raise NotDifferentiable("matmul with a 1-D operand")
+    ga = e.matmul(g, _mT(e, b))
+    gb = _weight_grad(e, a, g) if nb == 2 else e.matmul(_mT(e, a), g)
+    return {"a": ga, "b": gb}
+
+
+@rule("bmm")
+def _bmm(e, g, out, a, b):
+    return {"a": e.bmm(g, _mT(e, b)), "b": e.bmm(_mT(e, a), g)}
+
+
+@rule("linear")
+def _linear(e, g, out, a, weight, bias=None):
+    if len(e.shape(weight)) != 2:
+        raise NotDifferentiable("linear with a 1-D weight")
+    return {"a": e.matmul(g, weight), "weight": _weight_grad(e, g, a),
+            "bias": g if _is_node(bias) else None}
+
+
+@rule("addmm")
+def _addmm(e, g, out, c, a, b, beta=1, alpha=1):
+    ga, gb = e.matmul(g, _mT(e, b)), e.matmul(_mT(e, a), g)
+    if alpha != 1:
+        ga, gb = e.mul(ga, alpha), e.mul(gb, alpha)
+    return {"c": g if beta == 1 else e.mul(g, beta), "a": ga, "b": gb}
+
+
+# ----------------------------------------------------------------------------- views
+
+@rule("reshape", "view", "unsqueeze", "squeeze", "flatten")
+def _reshape(e, g, out, a, **_):
+    return {"a": e.reshape(g, e.shape(a))}
+
+
+@rule("permute")
+def _permute(e, g, out, a, dims):
+    n = len(dims)
+    inverse = [0] * n
+    for i, d in enumerate(dims):
+        inverse[d % n] = i
+    return {"a": e.permute(g, tuple(inverse))}
+
+
+@rule("transpose")
+def _transpose(e, g, out, a, dim0, dim1):
+    return {"a": e.transpose(g, dim0, dim1)}
+
+
+@rule("expand", "contiguous")
+def _passthrough(e, g, out, a, **_):
+    return {"a": g}  # the caller sums an expanded gradient back to the input's shape
+
+
+@rule("getitem")
+def _getitem(e, g, out, a, index):
+    return {"a": e.slice_backward(g, e.shape(a), index)}
+
+
+# ----------------------------------------------------------------------------- opaque kinds
+
+@rule("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
+def _dropout(e, g, out, a, p=0.5, training=True, inplace=False):
+    return {"a": g} if not training or p == 0 else OPAQUE
+
+
+@rule("conv1d", "conv2d", "conv3d", "batch_norm")
+def _framework_backward(e, g, out, **_):
+    return OPAQUE  # the framework's own convolution / batch-norm backward kernels
+
+
+def attach() -> None:
+    """Set ``vjp`` on every registered prim that has a rule here."""
+    for name, fn in _RULES.items():
+        prim = _REGISTRY.get(name)
+        if prim is not None and prim.vjp is None:
+            prim.vjp = fn
+
+
+attach()

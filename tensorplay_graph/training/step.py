@@ -1,0 +1,197 @@
+"""Compiled training for our own capture: the lowered forward / backward pair as one
+``autograd.Function`` of the program's framework.
+
+:func:`build_training` builds the joint graph (:mod:`.joint`), splits it (:mod:`.mincut`)
+and wraps each half in a ``GraphRunner`` (lowered through the normal pipeline on its first
+call). :class:`CompiledTraining` calls ``Function.apply(program, *inputs, *parameters)``:
+the framework's autograd records ONE node for the whole program, so ``loss.backward()``,
+``.grad`` accumulation, ``no_grad`` and ``retain_graph`` behave as in eager. When the
+program cannot be differentiated in our IR, :func:`build_training` returns an
+:class:`EagerTraining` carrying the reason: the caller runs the captured graph through
+eager autograd and ``explain()`` shows why.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import weakref
+from typing import Any, Dict, List, Optional, Sequence
+
+from ..frameworks import is_tensor
+from ..ir.node import map_aggregate
+from .opaque import Slot
+from .report import TrainingProgram
+
+logger = logging.getLogger("tensorplay_graph.compile")
+
+__all__ = ["CompiledTraining", "EagerTraining", "build_training"]
+
+
+class EagerTraining:
+    """The program trains through eager autograd: ``reason`` says why."""
+
+    compiled = False
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        self.report = TrainingProgram(name="program", eager_reason=reason)
+
+    def explain(self) -> str:
+        return self.report.explain()
+
+
+def build_training(captured: Any, args: Sequence[Any], backends: Sequence[str],
+                   options: Dict[str, Any]) -> Any:
+    """A :class:`CompiledTraining` for ``captured`` called with ``args``, or an
+    :class:`EagerTraining` with the reason it cannot be."""
+    from ..compiler import build_runner
+    from .joint import NeedsEager, build_joint
+    from .mincut import split_joint
+    try:
+        joint = build_joint(captured, args)
+        split = split_joint(joint)
+    except NeedsEager as exc:
+        logger.info("training runs through eager autograd: %s", exc)
+        eager = EagerTraining(str(exc))
+        _remember(eager.report)
+        return eager
+    report = TrainingProgram(name="program", compiled_by="our joint graph (VJP rules)")
+    report.bridged = list(dict.fromkeys(joint.opaque))
+    report.saved = split.saved
+    report.saved_bytes = split.saved_bytes
+    report.recomputed = split.recomputed
+    forward = build_runner(split.forward, (), backends=list(backends), options=options)
+    backward = build_runner(split.backward, (), backends=list(backends), options=options)
+    report.attach("forward", forward, split.forward)
+    report.attach("backward", backward, split.backward)
+    _remember(report)
+    return CompiledTraining(captured, joint, forward, backward, report)
+
+
+def _remember(report: TrainingProgram) -> None:
+    """Listed by ``training.compiled_programs()`` with the torch.compile programs."""
+    from .aot import _PROGRAMS, _PROGRAMS_LOCK
+    with _PROGRAMS_LOCK:
+        report.name = f"program_{len(_PROGRAMS)}"
+        _PROGRAMS.append(report)
+
+
+def describe_training(runners: Any) -> List[str]:
+    """``explain()`` lines for the training side of each runner (one per specialization)."""
+    lines = []
+    for i, runner in enumerate(runners):
+        training = getattr(runner, "training", None)
+        if training is not None:
+            text = training.explain().replace("\n", "\n    ")
+            lines.append(f"  specialization {i} training: {text}")
+    return lines
+
+
+def _function(framework: str) -> type:
+    cls = _FUNCTIONS.get(framework)
+    if cls is None:
+        base = sys.modules[framework].autograd.Function
+        cls = _FUNCTIONS[framework] = type("CompiledProgram", (base,), {
+            "forward": staticmethod(_forward), "backward": staticmethod(_backward)})
+    return cls
+
+
+_FUNCTIONS: Dict[str, type] = {}
+
+
+def _forward(ctx: Any, program: "CompiledTraining", *inputs: Any) -> Any:
+    results = program.forward(*inputs)
+    n = len(program.joint.outputs)
+    outs, saved = tuple(results[:n]), results[n:]
+    tensors = [s for s in saved if is_tensor(s)]
+    ctx.program = program
+    ctx.layout = [is_tensor(s) for s in saved]
+    ctx.others = [s for s in saved if not is_tensor(s)]
+    ctx.save_for_backward(*tensors)
+    if tensors and ctx.others:
+        program.track(ctx)
+    fixed = [o for i, o in enumerate(outs) if i not in program.differentiable and is_tensor(o)]
+    if fixed:
+        ctx.mark_non_differentiable(*fixed)
+    return outs
+
+
+def _backward(ctx: Any, *grads: Any) -> Any:
+    program: CompiledTraining = ctx.program
+    tensors, others = iter(ctx.saved_tensors), iter(ctx.others)
+    saved = [next(tensors) if is_tensor_slot else next(others) for is_tensor_slot in ctx.layout]
+    tangents = []
+    for i in program.joint.differentiable:
+        grad = grads[i]
+        if grad is None:
+            meta = program.joint.outputs[i].meta["tensor_meta"]
+            grad = program.zeros(meta)
+        tangents.append(grad)
+    found = iter(program.backward(*saved, *tangents))
+    out: List[Optional[Any]] = [None]  # the program argument
+    for grad in program.joint.grads:
+        out.append(None if grad is None else next(found))
+    return tuple(out)
+
+
+class CompiledTraining:
+    """Runs the lowered forward under the framework's autograd; its backward on ``backward()``."""
+
+    compiled = True
+
+    def __init__(self, captured: Any, joint: Any, forward: Any, backward: Any,
+                 report: TrainingProgram) -> None:
+        self.captured, self.joint = captured, joint
+        self.forward, self.backward, self.report = forward, backward, report
+        self.differentiable = frozenset(joint.differentiable)
+        self._function = _function(joint.framework)
+        self._module = sys.modules[joint.framework]
+        self._contexts: List[Any] = []  # weak references to contexts holding tapes
+
+    def track(self, ctx: Any) -> None:
+        self._contexts.append(weakref.ref(ctx))
+
+    def release_spent_tapes(self) -> None:
+        """Drop the opaque ops' tapes of contexts whose backward already ran for good.
+
+        Why: a tape holds what its op saved for backward (attention's activations, ...).
+        Eager frees those in ``backward()`` unless ``retain_graph``; we cannot ask whether it
+        was kept, but the framework frees our saved tensors in exactly that case, so their
+        absence (read before the next forward) says the tapes can go too.
+        """
+        alive = []
+        for ref in self._contexts:
+            ctx = ref()
+            if ctx is None:
+                continue
+            try:
+                ctx.saved_tensors
+            except RuntimeError:
+                ctx.others = None
+                continue
+            alive.append(ref)
+        self._contexts = alive
+
+    def zeros(self, meta: Any) -> Any:
+        fw = self._module
+        return fw.zeros(meta.shape, dtype=getattr(fw, meta.dtype), device=meta.device)
+
+    def __call__(self, *args: Any) -> Any:
+        if self._contexts:
+            self.release_spent_tapes()
+        params = [_attr(self.captured, name) for name in self.joint.params]
+        outs = self._function.apply(self, *args, *params)
+        if not isinstance(outs, (tuple, list)):
+            outs = (outs,)
+        return map_aggregate(self.joint.template,
+                             lambda v: outs[v.index] if isinstance(v, Slot) else v)
+
+    def explain(self) -> str:
+        return self.report.explain()
+
+
+def _attr(root: Any, qualname: str) -> Any:
+    for part in qualname.split("."):
+        root = getattr(root, part)
+    return root
