@@ -16,7 +16,7 @@ from tensorplay_graph import prims  # noqa: E402
 from tensorplay_graph.frameworks import tensor_meta  # noqa: E402
 from tensorplay_graph.ir import Graph, GraphModule  # noqa: E402
 from tensorplay_graph.passes.normalize import normalize  # noqa: E402
-from tensorplay_graph.training.emit import OPAQUE, Emitter  # noqa: E402
+from tensorplay_graph.prims.emit import OPAQUE, Emitter  # noqa: E402
 
 
 def T(*shape, low=-1.5, high=1.5):

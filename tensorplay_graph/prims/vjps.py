@@ -1,7 +1,7 @@
 """Reverse-mode (VJP) rules, one per differentiable prim, attached to the prim records.
 
 A rule is ``rule(e, g, out, **prim_args) -> {argument name: gradient}``: ``e`` is the
-:class:`~tensorplay_graph.training.emit.Emitter` (every ``e.<prim>(...)`` appends a prim
+:class:`~tensorplay_graph.prims.emit.Emitter` (every ``e.<prim>(...)`` appends a prim
 call, so the backward graph is made of prims and fuses like any program), ``g`` the
 gradient of the output ``out``, ``prim_args`` the call's canonical arguments (graph nodes
 for tensors). A rule returns gradients in any dtype and any broadcast shape: the caller
@@ -19,7 +19,7 @@ import math
 from typing import Any, Callable, Dict
 
 from . import _REGISTRY
-from ..training.emit import OPAQUE, NotDifferentiable, reduced_dims
+from .emit import OPAQUE, NotDifferentiable, reduced_dims
 
 LN2 = math.log(2.0)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)

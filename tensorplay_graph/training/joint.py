@@ -19,7 +19,7 @@ from ..frameworks import framework_of, is_tensor, tensor_meta
 from ..ir import Graph, GraphModule
 from ..ir.meta import TensorMeta
 from ..ir.node import Node, map_arg
-from .emit import OPAQUE, Emitter, NotDifferentiable
+from ..prims.emit import OPAQUE, Emitter, NotDifferentiable
 from .opaque import OpaqueForward, Slot, tape_backward, tape_value
 
 __all__ = ["JointGraph", "NeedsEager", "build_joint"]

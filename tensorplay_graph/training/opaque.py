@@ -11,10 +11,9 @@ node for it, :func:`tape_backward`, which runs the framework's backward of that 
 
 from __future__ import annotations
 
-import sys
 from typing import Any, List, Optional, Sequence, Tuple
 
-from ..frameworks import framework_of, is_tensor
+from ..frameworks import adapter_for, framework_of, is_tensor
 from ..ir.node import map_aggregate
 
 __all__ = ["OpaqueForward", "Slot", "Tape", "tape_value", "tape_backward"]
@@ -65,10 +64,10 @@ class OpaqueForward:
             leaf = value.detach().requires_grad_(True)
             inputs[slot] = leaf
             leaves.append(leaf)
-        module = sys.modules[framework or "torch"]
+        adapter = adapter_for(framework or "torch")
         args, kwargs = map_aggregate(self.template, lambda v: inputs[v.index]
                                      if isinstance(v, Slot) else v)
-        with module.enable_grad():
+        with adapter.set_grad_enabled(True):
             if self.op == "call_method":
                 out = getattr(args[0], self.target)(*args[1:], **kwargs)
             else:
@@ -95,7 +94,7 @@ def tape_backward(tape: Tape, *grads: Optional[Any]) -> Tuple[Optional[Any], ...
             cotangents.append(grad)
     if not outputs:  # detach-like ops: eager autograd gives their inputs no gradient either
         return tuple(leaf.new_zeros(leaf.shape) for leaf in tape.leaves)
-    autograd = sys.modules[tape.framework].autograd
+    autograd = adapter_for(tape.framework).module.autograd
     # retain_graph: the program's own autograd.Function decides when the tape is dropped
     # (it lives on its context), so a user's retain_graph=True backward can run twice.
     found = autograd.grad(outputs, tape.leaves, cotangents, retain_graph=True, allow_unused=True)

@@ -14,11 +14,10 @@ eager autograd and ``explain()`` shows why.
 from __future__ import annotations
 
 import logging
-import sys
 import weakref
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..frameworks import is_tensor
+from ..frameworks import adapter_for, is_tensor
 from ..ir.node import map_aggregate
 from .opaque import Slot
 from .report import TrainingProgram
@@ -91,7 +90,7 @@ def describe_training(runners: Any) -> List[str]:
 def _function(framework: str) -> type:
     cls = _FUNCTIONS.get(framework)
     if cls is None:
-        base = sys.modules[framework].autograd.Function
+        base = adapter_for(framework).autograd_function()
         cls = _FUNCTIONS[framework] = type("CompiledProgram", (base,), {
             "forward": staticmethod(_forward), "backward": staticmethod(_backward)})
     return cls
@@ -146,7 +145,7 @@ class CompiledTraining:
         self.forward, self.backward, self.report = forward, backward, report
         self.differentiable = frozenset(joint.differentiable)
         self._function = _function(joint.framework)
-        self._module = sys.modules[joint.framework]
+        self._adapter = adapter_for(joint.framework)
         self._contexts: List[Any] = []  # weak references to contexts holding tapes
 
     def track(self, ctx: Any) -> None:
@@ -174,8 +173,7 @@ class CompiledTraining:
         self._contexts = alive
 
     def zeros(self, meta: Any) -> Any:
-        fw = self._module
-        return fw.zeros(meta.shape, dtype=getattr(fw, meta.dtype), device=meta.device)
+        return self._adapter.zeros(meta.shape, meta.dtype, device=meta.device)
 
     def __call__(self, *args: Any) -> Any:
         if self._contexts:

@@ -20,7 +20,7 @@ from typing import Any, Optional, Sequence, Tuple
 from .. import prims
 from ..ir.meta import TensorMeta
 from ..ir.node import Node
-from ..prims.rules import framework_rules
+from .rules import framework_rules
 
 __all__ = ["Emitter", "NotDifferentiable", "OPAQUE"]
 
