@@ -303,6 +303,9 @@ class CompiledFunction:
                  f"  captures: {self.captures}, specializations: {len(self.specializations)}, "
                  f"dynamic sizes: {bool(self.dynamic)}"]
         lines += [f"  recompiled: {reason}" for reason in self.recompile_reasons]
+        lines += [f"  specialization {i}: cuda graphs {note}"
+                  for i, spec in enumerate(self.specializations.values())
+                  for note in [getattr(spec.lowered, "cuda_graphs", None)] if note]
         return "\n".join(lines)
 
     def reset(self) -> None:
