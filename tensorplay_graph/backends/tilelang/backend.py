@@ -219,7 +219,7 @@ class TileLangBackend:
         if self.autotune:
             from .autotune import tuned_config
             cfg = tuned_config(desc)
-        kernel = GemmKernel(desc, cfg).build()
+        kernel = GemmKernel(desc, cfg).build_async()
         shape = tuple(planner.tensor_meta(group.tail).shape)
         return ("gemm", kernel, operands, [group.tail], [shape])
 

@@ -12,12 +12,14 @@ API), launches go through ``jit_fn[grid](...)``.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Dict, List, Sequence, Tuple
 
 from .codegen_pointwise import KernelSource
 from .layout import Layout
 
 log = logging.getLogger(__name__)
+compile_log = logging.getLogger("tensorplay_graph.compile")
 
 
 def scalar_params(source: KernelSource, layout: Layout) -> List[Any]:
@@ -79,8 +81,14 @@ class SpecializedLaunch:
             except (TypeError, ValueError, AttributeError) as exc:
                 log.warning("triton launcher: direct launch failed (%s); using the JIT path", exc)
                 self._state = "jit"
+        if state == "new":
+            start = time.perf_counter()
         compiled = self.jit_fn[self.grid](*args, **self.options)
         if state == "new":
+            seconds = time.perf_counter() - start  # the JIT compiles on the first launch
+            (compile_log.info if seconds > 1.0 else compile_log.debug)(
+                "triton: compiled %s in %.1f s", getattr(self.jit_fn, "__name__", "kernel"),
+                seconds)
             self._fast = _make_fast_path(compiled, self.grid, self.constexpr_values)
             self._state = "trial" if self._fast is not None else "jit"
 
