@@ -92,9 +92,10 @@ def steady_ms(fn, args, reps=30, hold=False):
     in a loop), which makes CUDA-graph runners copy their outputs."""
     out = None
     for _ in range(3):
-        out = fn(*args)
-    if not hold:
-        out = None
+        if hold:
+            out = fn(*args)
+        else:
+            fn(*args)
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):

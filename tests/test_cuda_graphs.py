@@ -180,3 +180,31 @@ def test_capture_failure_warns_and_runs_without_graphs(caplog):
             assert torch.equal(run(x, w)[0], program(x, w)[0])
     assert run.state.startswith("off: capture failed") and run.captures == 0
     assert any("capture failed" in r.getMessage() for r in caplog.records)
+
+
+def test_outputs_inside_dicts_are_watched_too():
+    def fn(x, w):  # lowered programs of HF models return dicts of tensors
+        return {"logits": x * w, "extra": (None, [x.sum()])}
+
+    w, run = torch.randn(8), new_runner(fn)
+    x = torch.randn(4, 8)
+    for _ in range(3):
+        run(x, w)
+    held = run(x, w)
+    keep = held["logits"].clone()
+    x.copy_(torch.randn(4, 8))  # same storage: read in place, so only the held output differs
+    got = run(x, w)
+    assert torch.equal(got["logits"], x * w) and torch.equal(held["logits"], keep)
+    assert run.state == "graph, copying outputs" and got["extra"][0] is None
+
+
+def test_unknown_output_containers_run_without_graphs():
+    class Box:
+        def __init__(self, t):
+            self.t = t
+
+    run = new_runner(lambda x: Box(x + 1))
+    x = torch.randn(4)
+    for _ in range(3):
+        assert torch.equal(run(x).t, x + 1)
+    assert run.state.startswith("off: the program returns a Box")

@@ -179,10 +179,17 @@ class TorchGraphs:
         return torch._C._storage_Use_Count(tensor.untyped_storage()._cdata)
 
 
+_SCALARS = (int, float, bool, complex, str, bytes, type(None))
+
+
 def _flatten(value: Any, leaves: List[Any]) -> Any:
-    """``value``'s tensors and scalars appended to ``leaves``; returns a rebuild spec."""
-    if isinstance(value, (tuple, list)):
-        return (type(value), [_flatten(v, leaves) for v in value])
+    """``value``'s leaves appended to ``leaves`` (through tuples, lists and dicts); returns a
+    rebuild spec."""
+    kind = type(value)
+    if kind in (tuple, list):
+        return (kind, None, [_flatten(v, leaves) for v in value])
+    if kind is dict:
+        return (dict, list(value), [_flatten(v, leaves) for v in value.values()])
     leaves.append(value)
     return None
 
@@ -190,9 +197,11 @@ def _flatten(value: Any, leaves: List[Any]) -> Any:
 def _rebuild(spec: Any, leaves: Any) -> Any:
     if spec is None:
         return next(leaves)
-    kind, items = spec
+    kind, keys, items = spec
     values = [_rebuild(s, leaves) for s in items]
-    return tuple(values) if kind is tuple else kind(values)
+    if kind is dict:
+        return dict(zip(keys, values))
+    return tuple(values) if kind is tuple else list(values)
 
 
 class CudaGraphRunner:
@@ -280,6 +289,11 @@ class CudaGraphRunner:
         leaves: List[Any] = []
         spec = _flatten(out, leaves)
         del out  # the baseline below counts only the runner's own references
+        strange = next((type(v).__name__ for v in leaves
+                        if not self.ops.is_tensor(v) and not isinstance(v, _SCALARS)), None)
+        if strange is not None:  # it may hold tensors the liveness check cannot see
+            return self._off(args, f"the program returns a {strange}, which the runner cannot "
+                                   f"look into")
         if self._aliases_input(leaves, capture_args):
             return self._off(args, "an output aliases an input (a replay could not return "
                                    "a view of the caller's new tensor)")
@@ -325,7 +339,11 @@ class CudaGraphRunner:
 
     def _outputs_free(self) -> bool:
         """No tensor (or view) handed out by the last replay is still referenced elsewhere."""
-        return all(self._uses(i) <= base for i, base in enumerate(self._baseline))
+        for i, (refs, uses) in enumerate(self._baseline):
+            now_refs, now_uses = self._uses(i)
+            if now_refs > refs or now_uses > uses:
+                return False
+        return True
 
     def _result(self) -> Any:
         leaves = self._outs
