@@ -157,6 +157,10 @@ class TileLangBackend:
                     todo.append(m)
         return len(seen)
 
+    def absorbs(self, producer: Any, node: Any) -> bool:
+        """``node`` joins the GEMM epilogue ending at ``producer`` (see ``plan.absorbs``)."""
+        return planner.absorbs(self, producer, node)
+
     # ------------------------------------------------------------------ compile
     def compile(self, region: Region) -> Kernel:
         """One ``Kernel`` running the region's groups (GEMMs, pointwise runs, ops) in order."""
