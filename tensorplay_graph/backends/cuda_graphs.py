@@ -16,7 +16,9 @@ the previous call's result (the tensor or a view of it) never sees it overwritte
 it holds are left to it, the program is captured again (a new memory pool) and from then on each
 call returns copies out of the graph's pool. While nobody holds the previous result, the
 graph's own output buffers are returned (no copy). A reference held only from C++ (a DLPack
-capsule) is not seen: keep a Python reference, or turn graphs off.
+capsule) is not seen: keep a Python reference, or turn graphs off. The graph's memory pool
+(the program's intermediates and outputs) stays allocated while the compiled program lives,
+and one runner is not meant to be called from two threads at once.
 
 >>> runner = wrap(lowered_module, example_inputs, option=None)          # doctest: +SKIP
 >>> runner.cuda_graphs                                                  # doctest: +SKIP
@@ -112,6 +114,8 @@ def decide(module: Any, example_inputs: Sequence[Any], option: Optional[bool] = 
         if not _on(value, device):
             return False, (f"off: input {i} is {_describe_tensor(value)}; CUDA graphs need every "
                            f"tensor on a CUDA device")
+    if len({str(v.device) for _, v in tensors}) > 1:
+        return False, "off: the inputs are on several devices (one graph runs on one device)"
     if getattr(module, "graph", None) is None:
         return False, "off: the program is not a graph module"
     if dynamic and not forced:
@@ -163,14 +167,23 @@ class TorchGraphs:
     @staticmethod
     def capture(fn: Callable[..., Any], args: Sequence[Any]) -> Tuple[Any, Any]:
         import torch
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = fn(*args)
+        device = next(a.device for a in args if _is_cuda_tensor(a))
+        with torch.cuda.device(device):  # the inputs' device, whichever is current
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = fn(*args)
+        graph.tpg_device = device.index if device.index is not None else \
+            torch.cuda.current_device()
         return graph, out
 
     @staticmethod
     def replay(graph: Any) -> None:
-        graph.replay()
+        import torch
+        if torch.cuda.current_device() == graph.tpg_device:
+            graph.replay()
+        else:
+            with torch.cuda.device(graph.tpg_device):
+                graph.replay()
 
     @staticmethod
     def storage_uses(tensor: Any) -> int:
