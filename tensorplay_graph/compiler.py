@@ -223,6 +223,8 @@ def lower_graph(gm: Any, example_inputs: Sequence[Any], backends: Sequence[str],
     backend_options = {name: dict(opts) for name, opts in options.get("backend_options", {}).items()}
     module = compile_graph(gm, tuple(example_inputs), backends=list(backends),
                            debug_dir=options.get("debug_dir"), backend_options=backend_options)
+    from .backends.aligned_gemm import rewrite_misaligned_linears
+    module = rewrite_misaligned_linears(module)
     # When safe, the whole lowered program is captured, so one call is one graph replay.
     from .backends.cuda_graphs import wrap
     return wrap(module, example_inputs, options.get("cuda_graphs"), dynamic=dynamic)
