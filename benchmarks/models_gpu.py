@@ -5,8 +5,11 @@
 Models (transformers 4.57 built from configs with random weights, bf16, eval, no_grad):
 GPT-2 (6 layers, 768 wide, batch 8x512), Llama (4 layers, 2048 hidden, 4x512), BERT (6 layers,
 16x256), and ResNet-50 (torchvision, bf16, batch 64, 224x224). Modes, all in the same process:
-``eager``, ``inductor`` (torch.compile default), ``ours_dynamo`` (torch.compile(backend=
-"tensorplay_graph")), ``ours`` (tensorplay_graph.compile). Each row: ok / error, the max error
+``eager``, ``inductor`` (torch.compile default; also ``inductor_max_autotune_nocg`` and
+``inductor_reduce_overhead``), ``ours_dynamo`` (torch.compile(backend="tensorplay_graph")),
+``ours`` (tensorplay_graph.compile; CUDA graphs when safe) and ``ours_nographs`` (the same with
+``options={"cuda_graphs": False}``). ``ms_holding_result``: steady ms while the caller keeps the
+previous result (``out = model(x)`` in a loop). Each row: ok / error, the max error
 against eager relative to eager's largest magnitude, first-call seconds and steady ms (median of
 CUDA-event timings). Rows print as JSON lines and go to <out>/models_gpu.json.
 """
@@ -20,7 +23,8 @@ import tempfile
 import time
 import traceback
 
-_TMP = tempfile.mkdtemp(prefix="tpg_models_")
+#: TPG_BENCH_CACHE: one cache root for every compiler, so a second process starts warm
+_TMP = os.environ.get("TPG_BENCH_CACHE") or tempfile.mkdtemp(prefix="tpg_models_")
 for _var, _sub in (("TRITON_CACHE_DIR", "triton"), ("TPG_CACHE_DIR", "tpg"),
                    ("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TILELANG_CACHE_DIR", "tilelang")):
     os.environ.setdefault(_var, os.path.join(_TMP, _sub))
@@ -75,23 +79,36 @@ def entry_points(model):
     return {
         "eager": lambda: model,
         "inductor": lambda: torch.compile(model),
+        "ours": lambda: tpg.compile(model),  # first of ours: its first call is the cold one
+        "ours_nographs": lambda: tpg.compile(model, options={"cuda_graphs": False}),
         "ours_dynamo": lambda: torch.compile(model, backend="tensorplay_graph"),
-        "ours": lambda: tpg.compile(model),
+        "inductor_max_autotune_nocg": lambda: torch.compile(model, mode="max-autotune-no-cudagraphs"),
+        "inductor_reduce_overhead": lambda: torch.compile(model, mode="reduce-overhead"),
     }
 
 
-def steady_ms(fn, args, reps=30):
+def steady_ms(fn, args, reps=30, hold=False):
+    """Median ms of one call; ``hold``: the previous call's result stays alive (``out = f(x)``
+    in a loop), which makes CUDA-graph runners copy their outputs."""
+    out = None
     for _ in range(3):
-        fn(*args)
+        if hold:
+            out = fn(*args)
+        else:
+            fn(*args)
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn(*args)
+        if hold:
+            out = fn(*args)
+        else:
+            fn(*args)
         end.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end))
+    del out
     return sorted(times)[len(times) // 2]
 
 
@@ -117,7 +134,10 @@ def run_model(name, modes, results):
                 row["first_call_s"] = round(time.perf_counter() - start, 2)
                 row["max_rel_err"] = float((out - ref).abs().max().item() / scale)
                 row["ok"] = bool(out.shape == ref.shape and row["max_rel_err"] <= TOLERANCE)
+                del out
                 row["ms"] = round(steady_ms(fn, args), 3)
+                if mode.startswith("ours") or mode == "inductor_reduce_overhead":
+                    row["ms_holding_result"] = round(steady_ms(fn, args, hold=True), 3)
                 if mode.startswith("ours"):
                     _describe(fn, args, row)
             except Exception as exc:  # a row, not the end of the run
@@ -140,7 +160,7 @@ def run_model(name, modes, results):
 def _describe(fn, args, row):
     explain = getattr(fn, "explain", None)  # tensorplay_graph.compile: frontend, specializations
     if explain is not None:
-        row["explain"] = explain()[:300]
+        row["explain"] = explain()[:600]
 
 
 def main():

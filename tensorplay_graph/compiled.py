@@ -305,6 +305,9 @@ class CompiledFunction:
         lines += [f"  recompiled: {reason}" for reason in self.recompile_reasons]
         from .training.step import describe_training  # the compiled backward, if any
         lines += describe_training(spec.runner for spec in self.specializations.values())
+        lines += [f"  specialization {i}: cuda graphs {note}"
+                  for i, spec in enumerate(self.specializations.values())
+                  for note in [getattr(spec.lowered, "cuda_graphs", None)] if note]
         return "\n".join(lines)
 
     def reset(self) -> None:

@@ -19,9 +19,10 @@ Options (one dict, shared by all three entry points):
 ``fallback``        ``"eager"``: past the limit / on capture or lowering failure,
                     log a WARNING and run eagerly instead of raising
 ``debug_dir``       directory for per-pass graph dumps (given to the PassManager)
-``cuda_graphs``     replay the whole lowered program through CUDA graphs (Triton
-                    backend's ``CudaGraphRunner``; CUDA inputs only). Outputs are
-                    static buffers overwritten by the next call, as in Inductor
+``cuda_graphs``     ``None`` (default): replay the whole lowered program through one
+                    CUDA graph when safe (:mod:`.backends.cuda_graphs` says when, and
+                    why not); ``False``: never; ``True``: also for dynamic sizes,
+                    random and custom ops. Outputs behave like eager outputs
 ``backend_options`` ``{backend name: {option: value}}`` for ``backend.configure``
 ``shape_cache_size`` lowered programs kept per shape-generic graph (16; see
                     :mod:`tensorplay_graph.dynamic_shapes`)
@@ -206,7 +207,8 @@ def build_runner(gm: Any, example_inputs: Sequence[Any], *, backends: BackendSpe
         return GraphRunner(gm, lower, graph_constants(gm), train=train)
 
     def lower_for(args: tuple) -> Callable[..., Any]:
-        return lower_graph(specialize(copy_graph_module(gm), args), args, names, options)
+        return lower_graph(specialize(copy_graph_module(gm), args), args, names, options,
+                           dynamic=True)
 
     limit = options.get("shape_cache_size", DEFAULT_SHAPE_CACHE)
     return GraphRunner(gm, lambda args: ShapeSpecializingProgram(lower_for, limit),
@@ -214,8 +216,10 @@ def build_runner(gm: Any, example_inputs: Sequence[Any], *, backends: BackendSpe
 
 
 def lower_graph(gm: Any, example_inputs: Sequence[Any], backends: Sequence[str],
-                options: Dict[str, Any]) -> Callable[..., Any]:
-    """Run the pass pipeline (normalize ... cleanup) and return the executable module."""
+                options: Dict[str, Any], dynamic: bool = False) -> Callable[..., Any]:
+    """Run the pass pipeline (normalize ... cleanup) and return the executable module
+    (replayed through CUDA graphs where :func:`.backends.cuda_graphs.decide` finds it safe;
+    ``dynamic``: one of many sizes of a shape-generic program)."""
     from .passes.pipeline import PLANNING_PASSES, compile_graph
     backend_options = {name: dict(opts) for name, opts in options.get("backend_options", {}).items()}
     managers: list = []
@@ -225,11 +229,11 @@ def lower_graph(gm: Any, example_inputs: Sequence[Any], backends: Sequence[str],
     timings = managers[0].timings
     planned = [name for name in PLANNING_PASSES if name in timings]
     logger.info("planning (%s): %.2f s", ", ".join(planned), sum(timings[n] for n in planned))
-    if options.get("cuda_graphs"):
-        # The whole lowered program is captured, so one call is one graph replay.
-        from .backends.triton.launcher import cuda_graph_program
-        module = cuda_graph_program(module, example_inputs)
-    return module
+    from .backends.aligned_gemm import rewrite_misaligned_linears
+    module = rewrite_misaligned_linears(module)
+    # When safe, the whole lowered program is captured, so one call is one graph replay.
+    from .backends.cuda_graphs import wrap
+    return wrap(module, example_inputs, options.get("cuda_graphs"), dynamic=dynamic)
 
 
 def _warn_if_unclaimed(module: Any, requested: Sequence[str]) -> Any:

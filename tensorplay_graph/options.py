@@ -22,7 +22,8 @@ OPTIONS: Dict[str, str] = {
     "recompile_limit": "specializations per compiled function before erroring (8)",
     "fallback": "'eager': past the limit / on capture or lowering failure, warn and run eagerly",
     "debug_dir": "directory for a drawing of every pass and the kernel sources",
-    "cuda_graphs": "replay the lowered program through CUDA graphs (CUDA inputs only)",
+    "cuda_graphs": "None: one CUDA graph replay per call when safe; False: never; True: also "
+                   "for dynamic sizes, random and custom ops",
     "backend_options": "{backend name: {option: value}} for backend.configure",
     "shape_cache_size": "lowered programs kept per shape-generic graph (16)",
 }
@@ -46,6 +47,9 @@ def check_options(options: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
             raise UnknownOptionError(
                 f"unknown option {key!r}{_suggest(str(key), OPTIONS)} "
                 f"(options: {', '.join(OPTIONS)})")
+    if options.get("cuda_graphs") not in (None, True, False):
+        raise ValueError(f"options['cuda_graphs'] must be True, False or None (when safe), "
+                         f"got {options['cuda_graphs']!r}")
     return dict(options)
 
 

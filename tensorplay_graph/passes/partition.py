@@ -204,6 +204,7 @@ def partition(gm, backends: Sequence) -> list:
         claims[node] = _claim(node, backends, declined)
         if declined:
             node.meta["declined"] = declined
+    _epilogue_affinity(nodes, claims, backends)
     result = partition_dag(
         nodes,
         preds=lambda n: n.all_input_nodes,
@@ -214,6 +215,31 @@ def partition(gm, backends: Sequence) -> list:
         node.meta["region"] = rid
         node.meta["backend"] = result.labels[rid]
     return regions_from_meta(gm)
+
+
+def _epilogue_affinity(nodes, claims: Dict[object, Optional[str]], backends) -> None:
+    """A pointwise node that a backend would fuse into the kernel of its producer (a GEMM's
+    epilogue: bias, activation, residual, scale, cast) joins the producer's backend even when
+    another backend comes first for pointwise work: one kernel instead of two passes over
+    the GEMM's output. Backends opt in with ``absorbs(producer, node) -> bool``;
+    ``meta["epilogue_of"]`` marks the nodes that joined (a chain grows node by node)."""
+    by_name = {b.name: b for b in backends}
+    for node in nodes:
+        node.meta.pop("epilogue_of", None)
+    for node in nodes:
+        mine = claims.get(node)
+        if mine is None:
+            continue
+        for producer in node.all_input_nodes:
+            owner = claims.get(producer)
+            absorbs = getattr(by_name.get(owner), "absorbs", None)
+            if owner is None or owner == mine or absorbs is None or not absorbs(producer, node):
+                continue
+            claims[node] = owner
+            node.meta["epilogue_of"] = producer.meta.get("epilogue_of", producer.name)
+            node.meta.setdefault("declined", {})[mine] = (
+                f"joins {owner}'s kernel for {node.meta['epilogue_of']} as its epilogue")
+            break
 
 
 # Barriers that a backend may still run, alone, with the op's own registered kernel.

@@ -109,6 +109,8 @@ def _lower_half(program: TrainingProgram, kind: str, aten_gm: Any, inputs: Seque
     views_as_reshapes(aten_gm)
     gm = import_fx_graph(aten_gm)
     restore_ops(gm)
+    # Saved activations and gradients outlive the call: CUDA graphs only when asked for.
+    options = {**options, "cuda_graphs": options.get("cuda_graphs") or False}
     runner = build_runner(gm, inputs, backends=backends, options=options)
     program.attach(kind, runner, gm)
     return runner

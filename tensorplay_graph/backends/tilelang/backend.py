@@ -173,6 +173,10 @@ class TileLangBackend:
                     todo.append(m)
         return len(seen)
 
+    def absorbs(self, producer: Any, node: Any) -> bool:
+        """``node`` joins the GEMM epilogue ending at ``producer`` (see ``plan.absorbs``)."""
+        return planner.absorbs(self, producer, node)
+
     # ------------------------------------------------------------------ compile
     def compile(self, region: Region) -> Kernel:
         """One ``Kernel`` running the region's groups (GEMMs, pointwise runs, ops) in order."""
@@ -230,7 +234,7 @@ class TileLangBackend:
         if self.autotune:
             from .autotune import tuned_config
             cfg = tuned_config(desc)
-        kernel = GemmKernel(desc, cfg).build()
+        kernel = GemmKernel(desc, cfg).build_async()
         shape = tuple(planner.tensor_meta(group.tail).shape)
         return ("gemm", kernel, operands, [group.tail], [shape])
 

@@ -14,12 +14,20 @@ divide M, N and K); anything else is declined with the reason.
 
 from __future__ import annotations
 
+import logging
+import os
+import re
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ...errors import LoweringError
 from . import cache
 from .program import contiguous, header
+
+log = logging.getLogger("tensorplay_graph.compile")
 
 GEMM_DTYPES = ("float16", "bfloat16")
 
@@ -187,8 +195,68 @@ def build_cubin(cuda_source: str, arch: str = "sm_90a", nvcc: str = "nvcc") -> b
             return handle.read()
 
 
+def canonical(desc: GemmDesc) -> GemmDesc:
+    """``desc`` with its value names replaced by positional ones (``ep0``, ``st0``...) and no
+    source comments: the same GEMM + epilogue in every layer of a model is one program."""
+    mapping = {e.name: f"ep{i}" for i, e in enumerate(desc.ep_inputs)}
+    mapping.update({st.name: f"st{i}" for i, st in enumerate(desc.ep_steps)})
+    if not mapping:
+        return replace(desc, sources=())
+    names = "|".join(re.escape(n) for n in sorted(mapping, key=len, reverse=True))
+    pattern = re.compile(rf"\b({names})_v\b")
+
+    def rename(text: str) -> str:
+        return pattern.sub(lambda m: mapping[m.group(1)] + "_v", text)
+
+    return replace(desc, sources=(),
+                   ep_inputs=tuple(replace(e, name=mapping[e.name]) for e in desc.ep_inputs),
+                   ep_steps=tuple(EpStep(mapping[st.name], rename(st.expr))
+                                  for st in desc.ep_steps),
+                   result=mapping.get(desc.result, desc.result))
+
+
+#: compiled programs by key: one compile per distinct program per process (a Future while
+#: it builds, so a second kernel asking for it waits instead of compiling it again)
+_BUILT: Dict[str, "Future[Any]"] = {}
+_BUILT_LOCK = threading.Lock()
+_POOL: Optional[ThreadPoolExecutor] = None
+
+
+def compile_threads() -> int:
+    """Threads compiling TileLang kernels side by side (``TPG_TILELANG_COMPILE_THREADS``; 1
+    compiles each kernel where it is first needed). Most of a compile is nvcc, a subprocess."""
+    return max(1, int(os.environ.get("TPG_TILELANG_COMPILE_THREADS",
+                                     min(8, os.cpu_count() or 1))))
+
+
+def _compile_program(source: str, key: str, n_params: int, label: str) -> Any:
+    tilelang = cache.load_tilelang()
+    start = time.perf_counter()
+    program = cache.load_program(source, key).main
+    fn = tilelang.compile(program, out_idx=[n_params - 1], target="cuda")
+    seconds = time.perf_counter() - start
+    (log.info if seconds > 1.0 else log.debug)("tilelang: compiled %s in %.1f s", label, seconds)
+    return fn
+
+
+def _submit(source: str, key: str, n_params: int, label: str) -> "Future[Any]":
+    """The compile of ``key``: already done or under way, else started on the pool now."""
+    global _POOL
+    with _BUILT_LOCK:
+        future = _BUILT.get(key)
+        if future is None:
+            if _POOL is None:
+                _POOL = ThreadPoolExecutor(compile_threads(), thread_name_prefix="tpg-tilelang")
+            future = _BUILT[key] = _POOL.submit(_compile_program, source, key, n_params, label)
+        return future
+
+
 class GemmKernel:
-    """Callable ``kernel(A, B, *epilogue_inputs) -> (C,)`` on CUDA torch tensors."""
+    """Callable ``kernel(A, B, *epilogue_inputs) -> (C,)`` on CUDA torch tensors.
+
+    ``source`` is the readable program (value names, source comments); the compiled one is
+    :func:`canonical`'s, so identical GEMMs (same shapes, dtypes, epilogue) compile once.
+    """
 
     def __init__(self, desc: GemmDesc, cfg: Optional[TileConfig] = None) -> None:
         cfg = cfg or heuristic_config(desc)
@@ -198,19 +266,45 @@ class GemmKernel:
                                 f"operands or leave the matmul to the interpreter")
         self.desc, self.cfg = desc, cfg
         self.source = render(desc, cfg)
-        self.key = _key(self.source, desc, "cuda")
+        self.compiled_source = render(canonical(desc), cfg)
+        self.key = _key(self.compiled_source, desc, "cuda")
         self._fn = None
+        self._future: Optional["Future[Any]"] = None
+
+    def _label(self) -> str:
+        d = self.desc
+        return (f"GEMM {'%dx' % d.batch if d.batch else ''}{d.M}x{d.N}x{d.K} {d.dtype} "
+                f"(+{len(d.ep_steps)} epilogue steps)")
+
+    def build_async(self) -> "GemmKernel":
+        """Start compiling in the background (a thread pool); the first call waits for it."""
+        if self._fn is None and self._future is None and compile_threads() > 1:
+            self._future = _submit(self.compiled_source, self.key, 3 + len(self.desc.ep_inputs),
+                                   self._label())
+        return self
 
     def build(self) -> "GemmKernel":
-        if self._fn is None:
-            tilelang = cache.load_tilelang()
-            program = cache.load_program(self.source, self.key).main
-            n_params = 3 + len(self.desc.ep_inputs)
-            self._fn = tilelang.compile(program, out_idx=[n_params - 1], target="cuda")
+        if self._fn is not None:
+            return self
+        future = self._future
+        if future is None:
+            with _BUILT_LOCK:
+                future = _BUILT.get(self.key)
+        if future is not None:
+            self._fn = future.result()
+            return self
+        fn = _compile_program(self.compiled_source, self.key, 3 + len(self.desc.ep_inputs),
+                              self._label())
+        done: "Future[Any]" = Future()
+        done.set_result(fn)
+        with _BUILT_LOCK:
+            _BUILT.setdefault(self.key, done)
+        self._fn = fn
         return self
 
     def __call__(self, a: Any, b: Any, *ep: Any) -> Tuple[Any]:
-        self.build()
+        if self._fn is None:
+            self.build()
         d = self.desc
         lead = (d.batch,) if d.batch else ()
         a2 = contiguous(a).reshape(*lead, d.M, d.K)

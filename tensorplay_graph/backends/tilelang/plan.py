@@ -145,3 +145,23 @@ def value_names(nodes: List[Any]) -> Dict[Any, str]:
         raise LoweringError(f"tilelang backend: node names {sorted(n.name for n in nodes)} collide "
                             f"after sanitising; rename the nodes")
     return names
+
+
+def absorbs(backend: Any, producer: Any, node: Any) -> bool:
+    """Whether ``node`` fuses into the GEMM epilogue ending at ``producer`` (the rule of
+    :func:`plan`): ``producer`` is a matmul or already in such an epilogue, ``node`` is its
+    only reader and a pointwise op of the same shape that ``backend`` supports, and its other
+    tensor operands are (N,) columns or full (M, N) tensors."""
+    if prim_kind(node) != "pointwise" or len(producer.users) != 1:
+        return False
+    if prim_kind(producer) != "matmul" and "epilogue_of" not in producer.meta:
+        return False
+    try:
+        shape = tuple(tensor_meta(producer).shape)
+        if tuple(tensor_meta(node).shape) != shape:
+            return False
+        if any(epilogue_kind(v, shape) is None for v in tensor_args(node) if v is not producer):
+            return False
+    except LoweringError:
+        return False
+    return backend.supports(node) is None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from ..source_files import cache_root, digest, import_file, write_atomic
+from .canonical import canonical
 
 log = logging.getLogger(__name__)
 _CHECK_PREFIX = "# tpg-checksum: "
@@ -50,7 +51,12 @@ class KernelCache:
         return self.directory / f"tpg_{key[:32]}.py"
 
     def jit_function(self, name: str, source: str) -> Any:
-        """The ``@triton.jit`` function ``name`` defined by ``source`` (cached)."""
+        """The ``@triton.jit`` function ``name`` defined by ``source`` (cached).
+
+        Kept and compiled in :func:`canonical` form: kernels that differ only in value
+        names and comments (the same op in every layer) are one function, compiled once.
+        """
+        name, source = canonical(name, source)
         key = digest(source, triton_version())
         with self._lock:
             fn = self._functions.get(key)

@@ -51,7 +51,9 @@ def compile_for_hopper(desc: KernelDesc, source: KernelSource, layout: Layout,
     from triton.compiler import ASTSource
     fn = (cache or default_cache()).jit_function(source.name, source.text)
     start = time.perf_counter()
-    src = ASTSource(fn, signature_of(desc, source, layout), constexprs=dict(constexprs))
+    # the cache keeps the canonical form (renamed parameters): same order, new names
+    signature = dict(zip(fn.arg_names, signature_of(desc, source, layout).values()))
+    src = ASTSource(fn, signature, constexprs=dict(constexprs))
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
     return {"ptx": compiled.asm.get("ptx", ""), "cubin_bytes": len(compiled.asm.get("cubin", b"")),
             "seconds": time.perf_counter() - start}

@@ -1,0 +1,371 @@
+"""CUDA-graph replay of a whole lowered program: when it is safe, and how outputs stay eager-like.
+
+:func:`decide` looks at the lowered program and the call's inputs once per specialization and
+says whether one call can become one ``graph.replay()`` -- and why not when it cannot
+(``options={"cuda_graphs": None}``, the default, means "when safe"; ``False`` never; ``True``
+also for dynamic sizes, random ops and custom ops). Safe means: static shapes, every tensor
+(inputs and constants) a torch CUDA tensor, no node that reads data back to the host or makes
+CPU tensors, no write into a graph input (replays may read a private copy of it), and -- under
+the default -- no random op and no custom op running arbitrary host code.
+
+:class:`CudaGraphRunner` then runs the program: call 1 as is (kernels compile, lazy state
+settles), call 2 captures it and replays, later calls replay. Inputs whose storage is the same
+on calls 1 and 2 (parameters, a reused buffer) are read in place; the others are copied into
+private buffers before each replay. Outputs behave like eager outputs: a caller still holding
+the previous call's result (the tensor or a view of it) never sees it overwritten: the buffers
+it holds are left to it, the program is captured again (a new memory pool) and from then on each
+call returns copies out of the graph's pool. While nobody holds the previous result, the
+graph's own output buffers are returned (no copy). A reference held only from C++ (a DLPack
+capsule) is not seen: keep a Python reference, or turn graphs off. The graph's memory pool
+(the program's intermediates and outputs) stays allocated while the compiled program lives,
+and one runner is not meant to be called from two threads at once.
+
+>>> runner = wrap(lowered_module, example_inputs, option=None)          # doctest: +SKIP
+>>> runner.cuda_graphs                                                  # doctest: +SKIP
+'on: static shapes, every tensor on CUDA, no host syncs or host-side ops'
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+log = logging.getLogger("tensorplay_graph.compile")
+hints = logging.getLogger("tensorplay_graph.perf_hints")
+
+ON = "on: static shapes, every tensor on CUDA, no host syncs or host-side ops"
+#: Tensor methods that read device data on the host or make CPU tensors.
+HOST_METHODS = frozenset({"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__",
+                          "__index__", "nonzero", "pin_memory"})
+MAX_RECAPTURES = 2
+
+
+def _is_cuda_tensor(value: Any) -> bool:
+    return type(value).__module__.startswith("torch") and getattr(value, "is_cuda", False)
+
+
+def _on(value: Any, device: str) -> bool:
+    if device == "cuda":
+        return _is_cuda_tensor(value)
+    return type(value).__module__.startswith("torch") and \
+        getattr(getattr(value, "device", None), "type", None) == device
+
+
+def _describe_tensor(value: Any) -> str:
+    framework = type(value).__module__.split(".")[0]
+    return f"a {framework} tensor on {getattr(value, 'device', '?')}"
+
+
+def _custom_op_name(target: Any) -> Optional[str]:
+    """The name of a custom op target (ours, TensorPlay's, torch.library's), else None."""
+    if getattr(target, "mutates_args", None) is not None and hasattr(target, "name"):
+        return str(target.name)
+    schema = getattr(target, "_schema", None)
+    namespace = getattr(target, "namespace", None)
+    if schema is not None and namespace not in (None, "aten", "prims", "_c10d_functional"):
+        return str(getattr(schema, "name", target))
+    return None
+
+
+def _node_reason(node: Any, forced: bool, device: str) -> Optional[str]:
+    """Why ``node`` must not run inside a CUDA graph, or None."""
+    from ..ir.effects import mutated_nodes, prim_effect
+    if node.op == "get_attr":
+        return None
+    for written in mutated_nodes(node):
+        if written.op == "placeholder":
+            return (f"{node.name} writes into the input {written.name} in place (a replay may "
+                    f"read a private copy of it, so the caller's tensor would not change)")
+    prim = node.meta.get("prim")
+    if prim is not None and getattr(prim, "data_dependent", False):
+        return f"{node.name} ({prim.name}) reads tensor data on the host"
+    if node.op == "call_method" and node.target in HOST_METHODS:
+        return f"{node.name} (Tensor.{node.target}) synchronizes with the host"
+    metas = node.meta.get("tensor_meta")
+    for meta in metas if isinstance(metas, (tuple, list)) else [metas]:
+        where = getattr(meta, "device_type", device)
+        if meta is not None and where != device:
+            return f"{node.name} makes a tensor on {where}"
+    if forced or "kernel" in node.meta:
+        return None
+    if prim_effect(node) == "random":
+        return (f"{node.name} draws random numbers (a replay would not follow eager's random "
+                f"stream call by call)")
+    name = _custom_op_name(node.target) if node.op == "call_function" else None
+    if name is not None:
+        return f"custom op {name} ({node.name}) may run host code or synchronize"
+    return None
+
+
+def decide(module: Any, example_inputs: Sequence[Any], option: Optional[bool] = None,
+           dynamic: bool = False, device: str = "cuda") -> Tuple[bool, str]:
+    """``(use graphs, why)`` for ``module`` (a lowered GraphModule) called on ``example_inputs``.
+
+    ``device`` is where graphs run (``"cuda"``; tests plan for ``"cpu"`` with a stand-in)."""
+    if option is False:
+        return False, "off (options={'cuda_graphs': False})"
+    forced = option is True
+    tensors = [(i, v) for i, v in enumerate(example_inputs)
+               if hasattr(v, "data_ptr") or hasattr(v, "__dlpack__")]
+    if not tensors:
+        return False, "off: the program takes no tensor inputs"
+    for i, value in tensors:
+        if not _on(value, device):
+            return False, (f"off: input {i} is {_describe_tensor(value)}; CUDA graphs need every "
+                           f"tensor on a CUDA device")
+    if len({str(v.device) for _, v in tensors}) > 1:
+        return False, "off: the inputs are on several devices (one graph runs on one device)"
+    if getattr(module, "graph", None) is None:
+        return False, "off: the program is not a graph module"
+    if dynamic and not forced:
+        return False, ("off: sizes are dynamic (each size would keep its own graph and memory "
+                       "pool; options={'cuda_graphs': True} uses them anyway)")
+    from ..autograd_regions import graph_constants
+    for constant in graph_constants(module):
+        if not _on(constant, device):
+            return False, f"off: a constant of the program is {_describe_tensor(constant)}"
+    for node in module.graph.nodes:
+        reason = _node_reason(node, forced, device)
+        if reason is not None:
+            return False, f"off: {reason}"
+    return True, ON
+
+
+def wrap(module: Any, example_inputs: Sequence[Any], option: Optional[bool] = None,
+         dynamic: bool = False) -> Any:
+    """``module`` in a :class:`CudaGraphRunner` when :func:`decide` says so; the decision is
+    logged (INFO on ``compile`` when on, on ``perf_hints`` when the default left them off)
+    and kept as ``.cuda_graphs`` on what is returned."""
+    use, why = decide(module, example_inputs, option, dynamic)
+    if use:
+        log.info("cuda graphs %s", why)
+        return CudaGraphRunner(module, reason=why)
+    (log if option else hints).info("cuda graphs %s", why)
+    try:
+        module.cuda_graphs = why
+    except AttributeError:
+        pass
+    return module
+
+
+class TorchGraphs:
+    """The CUDA operations the runner needs (a test substitutes a CPU stand-in)."""
+
+    is_tensor = staticmethod(_is_cuda_tensor)
+
+    @staticmethod
+    def warm_up(fn: Callable[..., Any], args: Sequence[Any]) -> Any:
+        import torch  # on a side stream, as torch.cuda.graphs recommends before capturing
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            out = fn(*args)
+        torch.cuda.current_stream().wait_stream(stream)
+        return out
+
+    @staticmethod
+    def capture(fn: Callable[..., Any], args: Sequence[Any]) -> Tuple[Any, Any]:
+        import torch
+        device = next(a.device for a in args if _is_cuda_tensor(a))
+        with torch.cuda.device(device):  # the inputs' device, whichever is current
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = fn(*args)
+        graph.tpg_device = device.index if device.index is not None else \
+            torch.cuda.current_device()
+        return graph, out
+
+    @staticmethod
+    def replay(graph: Any) -> None:
+        import torch
+        if torch.cuda.current_device() == graph.tpg_device:
+            graph.replay()
+        else:
+            with torch.cuda.device(graph.tpg_device):
+                graph.replay()
+
+    @staticmethod
+    def storage_uses(tensor: Any) -> int:
+        """How many tensors (views included) share ``tensor``'s storage."""
+        import torch
+        return torch._C._storage_Use_Count(tensor.untyped_storage()._cdata)
+
+
+_SCALARS = (int, float, bool, complex, str, bytes, type(None))
+
+
+def _flatten(value: Any, leaves: List[Any]) -> Any:
+    """``value``'s leaves appended to ``leaves`` (through tuples, lists and dicts); returns a
+    rebuild spec."""
+    kind = type(value)
+    if kind in (tuple, list):
+        return (kind, None, [_flatten(v, leaves) for v in value])
+    if kind is dict:
+        return (dict, list(value), [_flatten(v, leaves) for v in value.values()])
+    leaves.append(value)
+    return None
+
+
+def _rebuild(spec: Any, leaves: Any) -> Any:
+    if spec is None:
+        return next(leaves)
+    kind, keys, items = spec
+    values = [_rebuild(s, leaves) for s in items]
+    if kind is dict:
+        return dict(zip(keys, values))
+    return tuple(values) if kind is tuple else list(values)
+
+
+class CudaGraphRunner:
+    """Replay ``fn`` (a lowered program of one specialization) through one CUDA graph.
+
+    One runner serves one input signature: its caller (``CompiledFunction`` / Dynamo) guards
+    shapes, strides and dtypes. See the module docstring for the input and output contract.
+    ``state`` is ``"warm-up"``, ``"graph"``, ``"graph, copying outputs"`` or ``"off: why"``.
+    """
+
+    def __init__(self, fn: Callable[..., Any], reason: str = ON, ops: Any = TorchGraphs) -> None:
+        self.fn = fn
+        self.ops = ops
+        self.reason = reason
+        self.captures = 0
+        self.replays = 0
+        self.state = "warm-up"
+        self._warm_ptrs: Optional[List[Optional[int]]] = None
+        self._graph: Any = None
+        self._static: List[Tuple[int, int]] = []        # (slot, pointer) read in place
+        self._private: List[Tuple[int, Any]] = []       # (slot, private buffer) copied in
+        self._outs: List[Any] = []
+        self._spec: Any = None
+        self._baseline: List[Tuple[int, int]] = []
+        self._copy_out = False
+
+    @property
+    def cuda_graphs(self) -> str:
+        """The decision and where the runner stands (``explain()`` shows it)."""
+        return self.state if self.state.startswith("off") else f"{self.reason} [{self.state}]"
+
+    def __getattr__(self, name: str) -> Any:  # .graph, .code ... of the wrapped module
+        if name.startswith("_") or name == "fn":
+            raise AttributeError(name)
+        return getattr(self.fn, name)
+
+    def __call__(self, *args: Any) -> Any:
+        if self._graph is None:
+            if self.state == "warm-up":
+                return self._first(args)
+            if not self.state.startswith("off"):
+                return self._capture(args)
+            return self.fn(*args)
+        for slot, ptr in self._static:
+            if args[slot].data_ptr() != ptr:
+                return self._recapture(args, f"input {slot} moved to new storage")
+        if not self._copy_out and not self._outputs_free():
+            # The caller owns the graph's output buffers now: a new graph (its own pool)
+            # from here on, whose outputs are only ever handed out as copies.
+            self._copy_out = True
+            self._graph, self._outs = None, []
+            hints.info("cuda graphs: the caller still holds the previous call's outputs; "
+                       "capturing again and copying outputs out of the graph's pool from now on "
+                       "(drop the previous result before calling again to avoid the copy)")
+            return self._capture(args, [slot for slot, _ in self._private])
+        for slot, buffer in self._private:
+            value = args[slot]
+            if value.data_ptr() != buffer.data_ptr():
+                buffer.copy_(value)
+        self.ops.replay(self._graph)
+        self.replays += 1
+        return self._result()
+
+    # -- steps ---------------------------------------------------------------------------
+    def _first(self, args: tuple) -> Any:
+        self._warm_ptrs = [a.data_ptr() if self.ops.is_tensor(a) else None for a in args]
+        self.state = "capture next"
+        return self.ops.warm_up(self.fn, args)
+
+    def _capture(self, args: tuple, moved: Sequence[int] = ()) -> Any:
+        static, private, capture_args = [], [], list(args)
+        for slot, value in enumerate(args):
+            if not self.ops.is_tensor(value):
+                continue
+            if self._warm_ptrs[slot] == value.data_ptr() and slot not in moved:
+                static.append((slot, value.data_ptr()))
+            else:
+                buffer = value.clone()
+                private.append((slot, buffer))
+                capture_args[slot] = buffer
+        try:
+            graph, out = self.ops.capture(self.fn, capture_args)
+        except Exception as exc:  # e.g. an op that synchronizes with the host
+            return self._off(args, f"capture failed ({type(exc).__name__}: {exc})", warn=True)
+        leaves: List[Any] = []
+        spec = _flatten(out, leaves)
+        del out  # the baseline below counts only the runner's own references
+        strange = next((type(v).__name__ for v in leaves
+                        if not self.ops.is_tensor(v) and not isinstance(v, _SCALARS)), None)
+        if strange is not None:  # it may hold tensors the liveness check cannot see
+            return self._off(args, f"the program returns a {strange}, which the runner cannot "
+                                   f"look into")
+        if self._aliases_input(leaves, capture_args):
+            return self._off(args, "an output aliases an input (a replay could not return "
+                                   "a view of the caller's new tensor)")
+        self._graph, self._static, self._private = graph, static, private
+        self._outs, self._spec = leaves, spec
+        self.captures += 1
+        self.state = "graph, copying outputs" if self._copy_out else "graph"
+        self._baseline = [self._uses(i) for i in range(len(leaves))]
+        log.info("cuda graphs: captured (%d input(s) read in place, %d copied in per call)",
+                 len(static), len(private))
+        for slot, buffer in private:
+            buffer.copy_(args[slot])
+        self.ops.replay(graph)
+        self.replays += 1
+        return self._result()
+
+    def _recapture(self, args: tuple, why: str) -> Any:
+        if self.captures > MAX_RECAPTURES:
+            return self._off(args, f"{why} after {self.captures} captures")
+        moved = [slot for slot, ptr in self._static if args[slot].data_ptr() != ptr]
+        moved += [slot for slot, _ in self._private]
+        self._graph = None
+        log.info("cuda graphs: %s; capturing again with it copied in", why)
+        return self._capture(args, moved)
+
+    def _off(self, args: tuple, why: str, warn: bool = False) -> Any:
+        self.state = f"off: {why}"
+        self._graph, self._outs = None, []
+        (log.warning if warn else log.info)("cuda graphs %s; running without them", self.state)
+        return self.fn(*args)
+
+    def _aliases_input(self, leaves: List[Any], inputs: Sequence[Any]) -> bool:
+        storages = {v.untyped_storage().data_ptr() for v in inputs if self.ops.is_tensor(v)}
+        return any(self.ops.is_tensor(v) and v.untyped_storage().data_ptr() in storages
+                   for v in leaves)
+
+    # -- outputs ---------------------------------------------------------------------------
+    def _uses(self, i: int) -> Tuple[int, int]:
+        leaf = self._outs[i]
+        if not self.ops.is_tensor(leaf):
+            return (0, 0)
+        return sys.getrefcount(leaf), self.ops.storage_uses(leaf)
+
+    def _outputs_free(self) -> bool:
+        """No tensor (or view) handed out by the last replay is still referenced elsewhere."""
+        for i, (refs, uses) in enumerate(self._baseline):
+            now_refs, now_uses = self._uses(i)
+            if now_refs > refs or now_uses > uses:
+                return False
+        return True
+
+    def _result(self) -> Any:
+        leaves = self._outs
+        if self._copy_out:
+            leaves = [v.clone() if self.ops.is_tensor(v) else v for v in leaves]
+        return _rebuild(self._spec, iter(leaves))
+
+
+def cuda_graph_program(fn: Callable[..., Any], example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    """``fn`` replayed through a :class:`CudaGraphRunner` whatever :func:`decide`'s soft limits
+    say (the old ``options={"cuda_graphs": True}`` entry point)."""
+    return wrap(fn, example_inputs, option=True)

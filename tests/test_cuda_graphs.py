@@ -1,0 +1,210 @@
+"""Automatic CUDA graphs on the CPU: when they are used (and why not), and the output contract.
+
+The decision is planned for ``device="cpu"`` on torch CPU tensors; the runner is driven by a
+CPU stand-in whose "graph" re-runs the program over the captured tensors and writes the results
+into the captured output buffers -- exactly what a real replay does to memory. The real check
+is ``benchmarks/models_gpu.py`` on the H200.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tensorplay_graph as tpg  # noqa: E402
+from tensorplay_graph.backends import cuda_graphs  # noqa: E402
+from tensorplay_graph.backends.cuda_graphs import CudaGraphRunner, TorchGraphs, decide  # noqa: E402
+from tensorplay_graph.compiler import copy_graph_module, lower_graph  # noqa: E402
+
+
+def _tensors(value):
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return [value] if isinstance(value, torch.Tensor) else []
+
+
+class CpuGraphs:
+    """A CPU stand-in for TorchGraphs: replay overwrites the captured outputs in place."""
+
+    is_tensor = staticmethod(lambda v: isinstance(v, torch.Tensor))
+    warm_up = staticmethod(lambda fn, args: fn(*args))
+    storage_uses = staticmethod(TorchGraphs.storage_uses)
+
+    @staticmethod
+    def capture(fn, args):
+        out = fn(*args)
+        return {"fn": fn, "args": list(args), "outs": _tensors(out)}, out
+
+    @staticmethod
+    def replay(graph):
+        for static, new in zip(graph["outs"], _tensors(graph["fn"](*graph["args"]))):
+            static.copy_(new)
+
+
+def program(x, w):
+    return (x * w + 1.0).relu(), x.sum()
+
+
+def lowered(fn, *args):
+    gm = tpg.capture(fn, *args)
+    return lower_graph(copy_graph_module(gm), args, ["reference"], {"cuda_graphs": False})
+
+
+def new_runner(fn=program):
+    return CudaGraphRunner(fn, ops=CpuGraphs)
+
+
+# ------------------------------------------------------------------------------ decision
+def test_decide_on_for_a_static_device_program():
+    x, w = torch.randn(4, 8), torch.randn(8)
+    use, why = decide(lowered(program, x, w), (x, w), device="cpu")
+    assert use and why == cuda_graphs.ON
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda x: x.add_(1.0) * 2, "writes into the input x"),
+    (lambda x: x * torch.rand_like(x), "draws random numbers"),
+    (lambda x: torch.nonzero(x > 0).sum() * x, "reads tensor data on the host"),
+])
+def test_decide_off_with_the_reason(fn, words):
+    x = torch.randn(4, 8)
+    use, why = decide(lowered(fn, x.clone()), (x,), device="cpu")
+    assert not use and words in why, why
+
+
+def test_decide_option_dynamic_and_devices():
+    x, w = torch.randn(4, 8), torch.randn(8)
+    module = lowered(program, x, w)
+    assert decide(module, (x, w), option=False, device="cpu") == \
+        (False, "off (options={'cuda_graphs': False})")
+    use, why = decide(module, (x, w), dynamic=True, device="cpu")
+    assert not use and "sizes are dynamic" in why
+    assert decide(module, (x, w), option=True, dynamic=True, device="cpu")[0]
+    use, why = decide(module, (x, w))  # planned for CUDA: CPU tensors are not allowed
+    assert not use and "input 0 is a torch tensor on cpu" in why
+    # random ops are allowed when forced; writes into inputs never are
+    rnd = lowered(lambda a: a * torch.rand_like(a), x)
+    assert decide(rnd, (x,), option=True, device="cpu")[0]
+    assert not decide(lowered(lambda a: a.add_(1.0), x.clone()), (x,), option=True,
+                      device="cpu")[0]
+
+
+def test_compile_explain_and_log_say_why_graphs_are_off(caplog):
+    f = tpg.compile(lambda x: (x * 2).sin(), backend="reference")
+    with caplog.at_level(logging.INFO, logger="tensorplay_graph.perf_hints"):
+        f(torch.randn(8))
+    assert "cuda graphs off: input 0 is a torch tensor on cpu" in f.explain()
+    assert any("cuda graphs off" in r.getMessage() for r in caplog.records)
+    off = tpg.compile(lambda x: x * 2, backend="reference", options={"cuda_graphs": False})
+    off(torch.randn(8))
+    assert "cuda graphs off (options={'cuda_graphs': False})" in off.explain()
+    with pytest.raises(ValueError, match="cuda_graphs"):
+        tpg.compile(lambda x: x, options={"cuda_graphs": "yes"})
+
+
+# ------------------------------------------------------------------------------ runner
+def test_runner_replays_and_reads_static_inputs_in_place():
+    w = torch.randn(8)
+    run = new_runner()
+    for i in range(5):
+        x = torch.randn(4, 8)
+        got = run(x, w)
+        want = program(x, w)
+        assert torch.equal(got[0], want[0]) and torch.allclose(got[1], want[1])
+        del got
+    assert run.captures == 1 and run.replays == 4 and run.state == "graph"
+    assert [slot for slot, _ in run._static] == [1] and [s for s, _ in run._private] == [0]
+    w.mul_(3)  # a static input is read as it is now (parameters updated in place)
+    x = torch.randn(4, 8)
+    assert torch.equal(run(x, w)[0], program(x, w)[0])
+
+
+def test_dropped_outputs_are_returned_without_copy():
+    w, run = torch.randn(8), new_runner()
+    ptrs = set()
+    for _ in range(5):
+        ptrs.add(run(torch.randn(4, 8), w)[0].data_ptr())  # the result is dropped at once
+    assert run.state == "graph" and len(ptrs) == 2  # warm-up's own buffer, then the graph's
+
+
+@pytest.mark.parametrize("hold", ["tensor", "view", "structure"])
+def test_held_outputs_are_never_overwritten(hold):
+    w, run = torch.randn(8), new_runner()
+    run(torch.randn(4, 8), w)
+    run(torch.randn(4, 8), w)  # captured
+    x = torch.randn(4, 8)
+    result = run(x, w)
+    held = {"tensor": result[0], "view": result[0][1:3], "structure": result}[hold]
+    keep = _tensors(held)[0].clone()
+    del result
+    for _ in range(3):
+        x2 = torch.randn(4, 8)
+        got = run(x2, w)
+        assert torch.equal(got[0], program(x2, w)[0])
+        assert torch.equal(_tensors(held)[0], keep), "a held output was overwritten"
+    assert run.state == "graph, copying outputs"
+
+
+def test_static_input_moving_recaptures():
+    x, w = torch.randn(4, 8), torch.randn(8)
+    run = new_runner()
+    run(x, w)
+    run(x, w)
+    w2 = torch.randn(8)
+    got = run(x, w2)
+    assert torch.equal(got[0], program(x, w2)[0]) and run.captures == 2
+
+
+def test_output_aliasing_an_input_runs_without_graphs():
+    run = new_runner(lambda x: (x.view(-1), x + 1))
+    x = torch.randn(4)
+    for _ in range(3):
+        out = run(x)
+        assert out[0].data_ptr() == x.data_ptr()
+    assert run.state.startswith("off: an output aliases an input")
+
+
+def test_capture_failure_warns_and_runs_without_graphs(caplog):
+    class Failing(CpuGraphs):
+        @staticmethod
+        def capture(fn, args):
+            raise RuntimeError("operation not permitted when stream is capturing")
+
+    run = CudaGraphRunner(program, ops=Failing)
+    x, w = torch.randn(4, 8), torch.randn(8)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            assert torch.equal(run(x, w)[0], program(x, w)[0])
+    assert run.state.startswith("off: capture failed") and run.captures == 0
+    assert any("capture failed" in r.getMessage() for r in caplog.records)
+
+
+def test_outputs_inside_dicts_are_watched_too():
+    def fn(x, w):  # lowered programs of HF models return dicts of tensors
+        return {"logits": x * w, "extra": (None, [x.sum()])}
+
+    w, run = torch.randn(8), new_runner(fn)
+    x = torch.randn(4, 8)
+    for _ in range(3):
+        run(x, w)
+    held = run(x, w)
+    keep = held["logits"].clone()
+    x.copy_(torch.randn(4, 8))  # same storage: read in place, so only the held output differs
+    got = run(x, w)
+    assert torch.equal(got["logits"], x * w) and torch.equal(held["logits"], keep)
+    assert run.state == "graph, copying outputs" and got["extra"][0] is None
+
+
+def test_unknown_output_containers_run_without_graphs():
+    class Box:
+        def __init__(self, t):
+            self.t = t
+
+    run = new_runner(lambda x: Box(x + 1))
+    x = torch.randn(4)
+    for _ in range(3):
+        assert torch.equal(run(x).t, x + 1)
+    assert run.state.startswith("off: the program returns a Box")
