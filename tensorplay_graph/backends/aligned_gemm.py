@@ -20,6 +20,8 @@ import logging
 import os
 from typing import Any
 
+from ..frameworks import adapter_for
+
 log = logging.getLogger("tensorplay_graph.compile")
 
 ALIGN = 8            # elements: 16 bytes of float16 / bfloat16
@@ -28,13 +30,13 @@ MIN_ELEMENTS = 1 << 20  # below this the extra copy costs more than the slow ker
 
 def padded_linear(a: Any, weight: Any, bias: Any = None) -> Any:
     """``F.linear(a, weight, bias)`` through a weight padded to :data:`ALIGN` output rows."""
-    import torch
+    F = adapter_for("torch").functional()
     n, k = weight.shape
     pad = (n + ALIGN - 1) // ALIGN * ALIGN - n
-    padded = torch.nn.functional.pad(weight, (0, 0, 0, pad))
+    padded = F.pad(weight, (0, 0, 0, pad))
     if bias is not None:
-        bias = torch.nn.functional.pad(bias, (0, pad))
-    out = torch.nn.functional.linear(a, padded, bias)
+        bias = F.pad(bias, (0, pad))
+    out = F.linear(a, padded, bias)
     return out[..., :n].contiguous()
 
 

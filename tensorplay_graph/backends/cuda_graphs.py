@@ -31,6 +31,8 @@ import logging
 import sys
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
+from ..frameworks import adapter_for
+
 log = logging.getLogger("tensorplay_graph.compile")
 hints = logging.getLogger("tensorplay_graph.perf_hints")
 
@@ -149,6 +151,10 @@ def wrap(module: Any, example_inputs: Sequence[Any], option: Optional[bool] = No
     return module
 
 
+def _torch() -> Any:
+    return adapter_for("torch").module
+
+
 class TorchGraphs:
     """The CUDA operations the runner needs (a test substitutes a CPU stand-in)."""
 
@@ -156,7 +162,7 @@ class TorchGraphs:
 
     @staticmethod
     def warm_up(fn: Callable[..., Any], args: Sequence[Any]) -> Any:
-        import torch  # on a side stream, as torch.cuda.graphs recommends before capturing
+        torch = _torch()  # on a side stream, as torch.cuda.graphs recommends before capturing
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
@@ -166,7 +172,7 @@ class TorchGraphs:
 
     @staticmethod
     def capture(fn: Callable[..., Any], args: Sequence[Any]) -> Tuple[Any, Any]:
-        import torch
+        torch = _torch()
         device = next(a.device for a in args if _is_cuda_tensor(a))
         with torch.cuda.device(device):  # the inputs' device, whichever is current
             graph = torch.cuda.CUDAGraph()
@@ -178,7 +184,7 @@ class TorchGraphs:
 
     @staticmethod
     def replay(graph: Any) -> None:
-        import torch
+        torch = _torch()
         if torch.cuda.current_device() == graph.tpg_device:
             graph.replay()
         else:
@@ -188,7 +194,7 @@ class TorchGraphs:
     @staticmethod
     def storage_uses(tensor: Any) -> int:
         """How many tensors (views included) share ``tensor``'s storage."""
-        import torch
+        torch = _torch()
         return torch._C._storage_Use_Count(tensor.untyped_storage()._cdata)
 
 
