@@ -109,6 +109,19 @@ class GraphRunner:
             return self._grad_mode()
         return False
 
+    def steady_callable(self) -> Optional[Callable[..., Any]]:
+        """What every later call runs, when that no longer depends on the call: the captured
+        graph when no backend was chosen, the lowered program once built when no input
+        or constant can need grad; ``self`` while it depends on grad mode; ``None`` before
+        lowering (not steady yet)."""
+        if self._lower is not None:
+            return None
+        if self._lowered is None:
+            return self.captured
+        if self._args_need_grad is False and not self._grad_constants:
+            return self._lowered
+        return self
+
     def __call__(self, *args: Any) -> Any:
         if self.uses_eager_autograd(args):
             if self._lower is not None or self._lowered is not None:
