@@ -83,8 +83,11 @@ class GraphRunner:
 
     def __init__(self, captured: Callable[..., Any],
                  lower: Optional[Callable[[tuple], Optional[Callable[..., Any]]]],
-                 constants: Iterable[Any] = ()) -> None:
+                 constants: Iterable[Any] = (), eager: Optional[Callable[..., Any]] = None
+                 ) -> None:
         self.captured = captured
+        #: What runs the captured graph through eager dispatch (``eager_dispatch``).
+        self.eager = eager if eager is not None else captured
         self._lower = lower
         self._lowered: Optional[Callable[..., Any]] = None
         self._grad_constants = [c for c in constants if c.requires_grad]
@@ -117,7 +120,7 @@ class GraphRunner:
         if self._lower is not None:
             return None
         if self._lowered is None:
-            return self.captured
+            return self.eager
         if self._args_need_grad is False and not self._grad_constants:
             return self._lowered
         return self
@@ -126,7 +129,7 @@ class GraphRunner:
         if self.uses_eager_autograd(args):
             if self._lower is not None or self._lowered is not None:
                 _log_policy_once()
-            return self.captured(*args)
+            return self.eager(*args)
         if self._lower is not None:
             if not self._metas_checked:
                 self._metas_checked = True
@@ -137,4 +140,4 @@ class GraphRunner:
                     return run_recording_metas(self.captured, args)
             self._lowered = self._lower(args)  # raises loudly; retried next call
             self._lower = None
-        return (self._lowered or self.captured)(*args)
+        return (self._lowered or self.eager)(*args)

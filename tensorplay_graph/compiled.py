@@ -230,7 +230,8 @@ class CompiledFunction:
             run = steady() if steady is not None else spec.runner
             if run is None:
                 return  # not lowered yet: the next call decides
-            spec.entry = build_entry(spec, args, kwargs, key, run) or False
+            eager = run is getattr(spec.runner, "eager", None)
+            spec.entry = build_entry(spec, args, kwargs, key, run, eager) or False
             if spec.entry:
                 spec.entry.spec = spec
         if spec.entry and spec.entry not in self._entries:

@@ -13,9 +13,15 @@ that checks exactly what its key and guards say and then calls the program:
   attribute by attribute;
 * a TensorPlay tensor first by identity: the same object as last time (a weak
   reference), with the same ``_version`` (every in-place op that changes metadata --
-  ``resize_``, ``t_``, ``as_strided_``, ``set_`` -- bumps it), requires_grad, shape,
-  stride and data pointer (``x.data = y`` bumps no version; it changes the storage
-  or the shape / stride); any other tensor gets the full check of every field;
+  ``resize_``, ``t_``, ``as_strided_``, ``set_`` -- bumps it), requires_grad, shape
+  and data pointer (``x.data = y`` bumps no version: it changes the shape or the
+  storage), and stride when the program runs generated kernels. Any other tensor
+  gets the full check of every field (TensorPlay's dtype and device getters cost
+  ~0.4 us each, so the full check of three tensors costs more than a small program's
+  ops: measured in benchmarks/RESULTS.md). Not seen by the identity tier of a program
+  that runs through eager dispatch: ``x.data = <a view of x's own storage with
+  x's shape and other strides or dtype>``; eager dispatch computes the same values
+  for any strides;
 * a scalar by type and value, a list / tuple by type and length, element-wise;
 * state guards (parameters, globals, closure cells) by identity, inline.
 
@@ -50,7 +56,9 @@ class _Unsupported(Exception):
 class _Writer:
     """Collects a generated function's lines and the constants it reads (as globals)."""
 
-    def __init__(self) -> None:
+    def __init__(self, eager_dispatch: bool) -> None:
+        #: The program runs framework ops (stride-generic), not generated kernels.
+        self.eager_dispatch = eager_dispatch
         self.namespace: Dict[str, Any] = {"MISS": MISS, "MISSING": MISSING,
                                           "_fw": framework_of_type, "_ref": weakref.ref,
                                           "_cell": _cell_value}
@@ -105,6 +113,7 @@ def _full_tensor_check(w: _Writer, var: str, value: Any, framework: str) -> str:
 
 
 def _check_tensor(w: _Writer, var: str, value: Any, framework: str) -> None:
+    """Tensor checks; see the module docstring for the tiers."""
     w.leaves.append(var)
     if framework == "torch" and _tensor_guards() is not None:
         w.torch_leaves.append(var)       # checked together, once all leaves are known
@@ -119,10 +128,10 @@ def _check_tensor(w: _Writer, var: str, value: Any, framework: str) -> None:
     # that passed the full check; the tuple is rebound whole, so threads never mix halves.
     last = w.const((ref, value._version, value.data_ptr()), "last")
     w.state.append(last)
+    stride = "" if w.eager_dispatch else f"{var}.stride() == {w.const(value.stride())} and "
     same = (f"{last}[0]() is {var} and {var}._version == {last}[1] and "
             f"{var}.requires_grad is {bool(value.requires_grad)} and {var}.shape == "
-            f"{w.const(value.shape)} and {var}.stride() == {w.const(value.stride())} and "
-            f"{var}.data_ptr() == {last}[2]")
+            f"{w.const(value.shape)} and {stride}{var}.data_ptr() == {last}[2]")
     w.lines.append(f"    if not ({same}):")
     w.fail_unless(_full_tensor_check(w, var, value, framework), "        ")
     w.lines.append(f"        {last} = (_ref({var}), {var}._version, {var}.data_ptr())")
@@ -147,13 +156,15 @@ def _state_check(w: _Writer, guard: Any) -> str:
 
 
 def build_entry(spec: Any, args: tuple, kwargs: Dict[str, Any], key: tuple,
-                run: Callable[..., Any]) -> Optional[Callable[[tuple, dict], Any]]:
+                run: Callable[..., Any], eager_dispatch: bool = False
+                ) -> Optional[Callable[[tuple, dict], Any]]:
     """The generated check-and-run function of ``spec`` for calls shaped like this one,
     or None when the call holds values it does not handle (the general path serves them).
 
-    ``run`` is what the specialization calls: its runner, or the runner's steady callable.
+    ``run`` is what the specialization calls: its runner, or the runner's steady callable;
+    ``eager_dispatch``: ``run`` is the captured graph through eager dispatch.
     """
-    w = _Writer()
+    w = _Writer(eager_dispatch)
     names = [f"a{i}" for i in range(len(args))]
     kw_names = [f"k{i}" for i in range(len(kwargs))]
     w.lines.append("def entry(args, kwargs):")
