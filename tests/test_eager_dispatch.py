@@ -1,0 +1,76 @@
+"""Captured TensorPlay graphs run operators as methods (``eager_dispatch``): same results."""
+
+import operator
+
+import numpy as np
+import pytest
+
+tp = pytest.importorskip("tensorplay")
+
+import tensorplay_graph as tpg  # noqa: E402
+from tensorplay_graph.eager_dispatch import TENSORPLAY_METHODS  # noqa: E402
+
+DTYPES = ["float32", "float64", "float16", "int32", "int64", "uint8", "bool"]
+SCALARS = [2, -3, 1.5, True]
+
+
+def tensor(dtype, shape=(2, 3)):
+    x = tp.randn(*shape) * 4
+    return x > 0 if dtype == "bool" else (x.abs() + 1 if dtype == "uint8" else x).to(
+        getattr(tp, dtype))
+
+
+def operands():
+    yield from SCALARS
+    for dtype in DTYPES:
+        yield tensor(dtype, (3,))   # broadcast
+        yield tensor(dtype, ())     # 0-d
+
+
+def eager_ops(a, b):
+    """The operators eager accepts for ``(a, b)`` (matmul needs matching shapes: left out)."""
+    ops = []
+    for op in TENSORPLAY_METHODS:
+        if op is operator.matmul:
+            continue
+        try:
+            op(a, b)
+        except Exception:  # noqa: BLE001 -- eager rejects the pair: nothing to compare
+            continue
+        ops.append(op)
+    return ops
+
+
+def same(got, want):
+    assert str(got.dtype) == str(want.dtype) and tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_operators_as_methods_equal_eager_for_every_operand_kind(dtype):
+    a = tensor(dtype)
+    for b in operands():
+        ops = eager_ops(a, b)
+
+        def program(x, y):
+            return tuple(op(x, y) for op in ops)
+
+        compiled = tpg.compile(program)
+        got, want = compiled(a, b), program(a, b)
+        runner = next(iter(compiled.specializations.values())).runner
+        assert all(n.op != "call_function" for n in runner.eager.graph.nodes), \
+            "an operator was left as is"
+        for g, w in zip(got, want):
+            same(g, w)
+
+
+def test_matmul_and_torch_graphs():
+    a, b = tp.randn(3, 4), tp.randn(4, 2)
+    compiled = tpg.compile(lambda x, y: (x @ y) * 2.0)
+    same(compiled(a, b), (a @ b) * 2.0)
+    assert "x.matmul(y)" in next(iter(compiled.specializations.values())).runner.eager.code
+    torch = pytest.importorskip("torch")
+    compiled = tpg.compile(lambda x: x * 2.0)
+    compiled(torch.randn(3))
+    runner = next(iter(compiled.specializations.values())).runner
+    assert runner.eager is runner.captured  # torch: operators cost what methods cost
