@@ -48,7 +48,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from .autograd_regions import GraphRunner, graph_constants
 from .capture.structure import call_key
 from .compiled import CompiledFunction, Specialization
-from .eager_dispatch import eager_program
+from .eager_dispatch import eager_program, no_grad_program
 from .frameworks import device_type, framework_of, is_tensor
 from .library.registry import keep_opaque_to_dynamo
 from .options import check_backend_names, check_options
@@ -195,8 +195,10 @@ def build_runner(gm: Any, example_inputs: Sequence[Any], *, backends: BackendSpe
     explicit = list(names)
     if not names and not options.get("debug_dir"):
         logger.debug("no backend chosen: the captured graph runs through eager dispatch")
-        return GraphRunner(gm, None, graph_constants(gm),
-                           eager=eager_program(gm, _framework_of(example_inputs)))
+        framework = _framework_of(example_inputs)
+        eager = eager_program(gm, framework)
+        return GraphRunner(gm, None, graph_constants(gm), eager=eager,
+                           no_grad=no_grad_program(eager, framework))
 
     if shape_generic is None:
         shape_generic = is_symbolic_graph(gm)

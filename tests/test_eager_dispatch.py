@@ -72,3 +72,70 @@ def test_matmul_stays_and_torch_graphs_run_as_captured():
     compiled(torch.randn(3))
     runner = next(iter(compiled.specializations.values())).runner
     assert runner.eager is runner.captured  # torch: operators cost what methods cost
+
+
+# -- buffer reuse (the program run when no value needs grad) ----------------------------
+FRAMEWORKS = {"tensorplay": tp}
+try:
+    import torch
+    FRAMEWORKS["torch"] = torch
+except ImportError:  # pragma: no cover -- the suite runs with torch installed
+    pass
+
+
+def runner_of(compiled):
+    return next(iter(compiled.specializations.values())).runner
+
+
+@pytest.mark.parametrize("fw", sorted(FRAMEWORKS))
+def test_dead_intermediates_are_reused_inputs_outputs_and_viewed_values_never(fw):
+    lib = FRAMEWORKS[fw]
+
+    def program(x, y):
+        a = x * 2.0                   # viewed below: never written
+        v = a.reshape(-1)
+        b = (a + 1.0).relu() * 3.0    # a chain of dead intermediates
+        c = b * 0.5 + y               # y is an input: never written
+        kept = c * 2.0                # an output read again below
+        return v, kept, kept + 1.0
+
+    compiled = tpg.compile(program)
+    x, y = lib.randn(4, 5), lib.randn(4, 5)
+    x0, y0 = x.clone(), y.clone()
+    compiled(x, y)
+    for got, want in zip(compiled(x, y), program(x, y)):
+        same(got, want)
+    same(x, x0), same(y, y0)
+    runner = runner_of(compiled)
+    assert runner.steady_callable() is runner.no_grad
+    assert "_(" in runner.no_grad.code, "no buffer was reused"
+
+
+@pytest.mark.parametrize("fw", sorted(FRAMEWORKS))
+def test_calls_that_may_need_grad_run_without_buffer_reuse(fw):
+    lib = FRAMEWORKS[fw]
+    model = lib.nn.Linear(5, 5)
+    for p in model.parameters():
+        p.requires_grad_(False)       # frozen: unfrozen after the first calls
+
+    def program(x):
+        return ((model(x) * 2.0).relu() + 1.0).exp() * 0.5
+
+    compiled = tpg.compile(program)
+    x = lib.randn(3, 5)
+    with lib.no_grad():
+        same(compiled(x), program(x))
+    compiled(x)
+    assert "_(" in runner_of(compiled).no_grad.code
+    for p in model.parameters():
+        p.requires_grad_(True)
+    compiled(x).sum().backward()
+    want = [p.grad.clone() for p in model.parameters()]
+    for p in model.parameters():
+        p.grad = None
+    program(x).sum().backward()
+    for p, w in zip(model.parameters(), want):
+        np.testing.assert_allclose(p.grad.numpy(), w.numpy(), rtol=1e-6)
+    xg = lib.randn(3, 5).requires_grad_()
+    compiled(xg).sum().backward()
+    assert xg.grad is not None
