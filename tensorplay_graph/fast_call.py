@@ -13,15 +13,17 @@ that checks exactly what its key and guards say and then calls the program:
   attribute by attribute;
 * a TensorPlay tensor first by identity: the same object as last time (a weak
   reference), with the same ``_version`` (every in-place op that changes metadata --
-  ``resize_``, ``t_``, ``as_strided_``, ``set_`` -- bumps it), requires_grad, shape
-  and data pointer (``x.data = y`` bumps no version: it changes the shape or the
-  storage), and stride when the program runs generated kernels. Any other tensor
-  gets the full check of every field (TensorPlay's dtype and device getters cost
-  ~0.4 us each, so the full check of three tensors costs more than a small program's
-  ops: measured in benchmarks/RESULTS.md). Not seen by the identity tier of a program
-  that runs through eager dispatch: ``x.data = <a view of x's own storage with
-  x's shape and other strides or dtype>``; eager dispatch computes the same values
-  for any strides;
+  ``resize_``, ``t_``, ``as_strided_``, ``set_`` -- bumps it), requires_grad and
+  shape (``x.data = y`` bumps no version; a new shape is what a captured graph bakes
+  in, as reshape sizes). A program of generated kernels also checks the stride and
+  the data pointer (``.data =`` another storage). Any other tensor gets the full
+  check of every field. Why two tiers: TensorPlay's getters cost 0.1-0.4 us each
+  (dtype and device the most), so the full check of three tensors costs about as
+  much as a small program's ops (benchmarks/RESULTS.md). Not seen by the identity
+  tier of a program run through eager dispatch: ``x.data = y`` with ``y`` of x's
+  shape but another dtype or strides -- eager dispatch computes eager's values for
+  any strides and dtype; only a program that baked x's dtype into the graph (a cast
+  to it) would differ;
 * a scalar by type and value, a list / tuple by type and length, element-wise;
 * state guards (parameters, globals, closure cells) by identity, inline.
 
@@ -128,10 +130,11 @@ def _check_tensor(w: _Writer, var: str, value: Any, framework: str) -> None:
     # that passed the full check; the tuple is rebound whole, so threads never mix halves.
     last = w.const((ref, value._version, value.data_ptr()), "last")
     w.state.append(last)
-    stride = "" if w.eager_dispatch else f"{var}.stride() == {w.const(value.stride())} and "
+    layout = "" if w.eager_dispatch else \
+        f" and {var}.stride() == {w.const(value.stride())} and {var}.data_ptr() == {last}[2]"
     same = (f"{last}[0]() is {var} and {var}._version == {last}[1] and "
             f"{var}.requires_grad is {bool(value.requires_grad)} and {var}.shape == "
-            f"{w.const(value.shape)} and {stride}{var}.data_ptr() == {last}[2]")
+            f"{w.const(value.shape)}{layout}")
     w.lines.append(f"    if not ({same}):")
     w.fail_unless(_full_tensor_check(w, var, value, framework), "        ")
     w.lines.append(f"        {last} = (_ref({var}), {var}._version, {var}.data_ptr())")
