@@ -230,7 +230,7 @@ class CompiledFunction:
             run = steady() if steady is not None else spec.runner
             if run is None:
                 return  # not lowered yet: the next call decides
-            eager = run is getattr(spec.runner, "eager", None)
+            eager = any(run is getattr(spec.runner, name, None) for name in ("eager", "no_grad"))
             spec.entry = build_entry(spec, args, kwargs, key, run, eager) or False
             if spec.entry:
                 spec.entry.spec = spec
