@@ -89,7 +89,6 @@ def test_the_same_tensor_changed_in_place_is_checked_again(fw):
     f(z, g), f(z, g)
     z.data = lib.randn(6, 12)[:, :6][:4]                        # stride, other storage
     assert_close(f(z, g), program(z, g))
-    assert tuple(f.specializations)[-1][0][5] == tuple(z.stride())
     w = lib.randn(4, 6)
     f(w, g), f(w, g)
     w.requires_grad_()
