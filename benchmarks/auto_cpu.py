@@ -66,11 +66,12 @@ def per_call(fns: Dict[str, Callable[..., Any]], args: tuple, rounds: int, sampl
     """Per-call seconds: the minimum over rounds x samples (each sample averages ``number``
     calls); candidates interleave in each round. The minimum, not a median: on a shared
     machine other processes only ever add time (a thread-pool barrier waiting for a
-    descheduled worker can add milliseconds)."""
+    descheduled worker can add milliseconds). Samples are short (~0.3 ms) and many, so
+    that some of them run between two preemptions of a loaded machine."""
     number = 1
-    while True:  # calls per sample: enough for ~2 ms
+    while True:  # calls per sample: enough for ~0.3 ms
         t = timeit.Timer(lambda: fns["eager"](*args)).timeit(number)
-        if t > 2e-3 or number > 4096:
+        if t > 3e-4 or number > 4096:
             break
         number *= 2
     best = {name: float("inf") for name in fns}
@@ -99,7 +100,7 @@ def run(threads: int, quick: bool) -> List[Tuple[str, float, float]]:
                 got, want = compiled(*args), fn(*args)
                 assert float((got - want).abs().max()) <= 1e-4, (fw_name, kind, shape)
                 t = per_call({"eager": fn, "auto": compiled}, args,
-                             rounds=3 if quick else 7, samples=5 if quick else 11)
+                             rounds=5 if quick else 15, samples=10 if quick else 20)
                 rows.append((f"{fw_name}/{kind}/{shape[0]}x{shape[1]}", t["eager"], t["auto"]))
                 log.debug("%s: %.1f us eager, %.1f us auto", rows[-1][0], t["eager"] * 1e6, t["auto"] * 1e6)
     return rows
