@@ -31,8 +31,8 @@ It returns :data:`MISS` on any mismatch and the caller takes the general path,
 which recompiles or reports exactly as before. Calls with structures not handled
 here (dicts, dataclasses, other objects) always take the general path.
 
->>> entry = build_entry(spec, args, kwargs)              # doctest: +SKIP
->>> out = entry(args, kwargs)   # MISS, or the program's result   # doctest: +SKIP
+>>> entry = build_entry(spec, args, kwargs, key, runner.steady_callable())  # doctest: +SKIP
+>>> out = entry(args, kwargs)   # MISS, or the program's result          # doctest: +SKIP
 """
 
 from __future__ import annotations
