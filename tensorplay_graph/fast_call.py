@@ -43,7 +43,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from .capture.proxy import MISSING
 from .capture.state import _cell_value
-from .capture.structure import SCALARS, framework_of_type, restore
+from .capture.structure import SCALARS, framework_of_type, restore, value_key
 
 logger = logging.getLogger("tensorplay_graph.compile")
 
@@ -87,7 +87,13 @@ class _Writer:
 
 
 def _check_value(w: _Writer, var: str, value: Any, key: Any) -> None:
-    """Lines that return MISS unless ``var`` matches ``value``'s key ``key``."""
+    """Lines that return MISS unless ``var`` matches ``value``'s key ``key``.
+
+    The checks are written from ``value`` (the call's own objects, after the call ran), so
+    ``value`` must still have ``key``: a program that changed its argument in place
+    (``x.resize_``, ``lst.append``) gets no entry."""
+    if value_key(value, []) != key:
+        raise _Unsupported("an argument changed during the call")
     if isinstance(key, tuple) and len(key) == 7 and key[0] == "tensor":
         _check_tensor(w, var, value, key[1])
     elif isinstance(value, SCALARS):

@@ -192,3 +192,23 @@ def test_data_replaced_on_the_same_tensor_recompiles_generated_kernels(fw):
     count = len(f.specializations)
     assert_close(f(s, g), program(s, g))
     assert len(f.specializations) == count + 1
+
+
+@pytest.mark.parametrize("fw", sorted(FRAMEWORKS))
+def test_a_program_that_resizes_its_input_keeps_the_signature_it_was_called_with(fw):
+    lib = FRAMEWORKS[fw]
+
+    def grow(x):
+        y = x * 2.0
+        x.resize_(2, 8)            # the argument's shape changes during the call
+        return y
+
+    f = tpg.compile(grow, dynamic=False)
+    for _ in range(2):
+        x = lib.randn(4, 4)
+        want = x * 2.0
+        assert_close(f(x), want)
+    x = lib.randn(2, 8)            # the post-call shape: another signature
+    want = x * 2.0
+    assert_close(f(x), want)
+    assert len(f.specializations) == 2
