@@ -82,15 +82,23 @@ class GraphRunner:
 
     def __init__(self, captured: Callable[..., Any],
                  lower: Optional[Callable[[tuple], Optional[Callable[..., Any]]]],
-                 constants: Iterable[Any] = (),
+                 constants: Iterable[Any] = (), eager: Optional[Callable[..., Any]] = None,
+                 no_grad: Optional[Callable[..., Any]] = None,
                  train: Optional[Callable[[tuple], Any]] = None) -> None:
         self.captured = captured
+        #: What runs the captured graph through eager dispatch (``eager_dispatch``), and
+        #: its variant for calls where no value can need grad (reuses dead buffers).
+        self.eager = eager if eager is not None else captured
+        self.no_grad = no_grad if no_grad is not None else self.eager
         self._lower = lower
         #: ``train(args)`` builds the compiled forward/backward pair (``training.step``);
         #: ``training`` is what it built: compiled, or eager with its reason.
         self._train = train
         self.training: Any = None
         self._lowered: Optional[Callable[..., Any]] = None
+        constants = list(constants)
+        #: Whether the program reads tensor constants (one may start requiring grad later).
+        self._has_constants = bool(constants)
         self._grad_constants = [c for c in constants if c.requires_grad]
         # A runner serves one specialization, whose key fixes each argument's
         # requires_grad: scanned once, on the first call.
@@ -113,6 +121,21 @@ class GraphRunner:
             return self._grad_mode()
         return False
 
+    def steady_callable(self) -> Optional[Callable[..., Any]]:
+        """What every later call runs, when that no longer depends on the call: the eager
+        program when no backend was chosen (its buffer-reusing variant when no input needs
+        grad and there are no constants), the lowered program once built when no input or
+        constant needs grad; ``self`` while it depends on grad mode; ``None`` before
+        lowering (not steady yet)."""
+        if self._lower is not None:
+            return None
+        if self._lowered is not None:
+            return self._lowered if self._args_need_grad is False and not self._grad_constants \
+                else self
+        if self.no_grad is self.eager:
+            return self.eager
+        return self.no_grad if self._args_need_grad is False and not self._has_constants else self
+
     def __call__(self, *args: Any) -> Any:
         if self.uses_eager_autograd(args):
             if self._train is not None:
@@ -122,7 +145,7 @@ class GraphRunner:
                     return self.training(*args)
             if self._lower is not None or self._lowered is not None:
                 _log_policy_once()
-            return self.captured(*args)
+            return self.eager(*args)
         if self._lower is not None:
             if not self._metas_checked:
                 self._metas_checked = True
@@ -133,4 +156,9 @@ class GraphRunner:
                     return run_recording_metas(self.captured, args)
             self._lowered = self._lower(args)  # raises loudly; retried next call
             self._lower = None
-        return (self._lowered or self.captured)(*args)
+        if self._lowered is not None:
+            return self._lowered(*args)
+        # Buffers are reused only where no value can need grad: not even a parameter that
+        # starts requiring grad after the first call (unfreezing), unless grad mode is off.
+        reuse = not self._has_constants or not self._grad_mode()
+        return (self.no_grad if reuse else self.eager)(*args)

@@ -22,6 +22,7 @@ from .capture.proxy import DataDependentError
 from .capture.state import guard_fails
 from .capture.structure import TENSOR_FIELDS, call_key, restore
 from .errors import GraphCaptureError, LoweringError, TensorPlayGraphError, UnsupportedOpError
+from .fast_call import MISS, build_entry
 from .frameworks import dtype_name, framework_of
 
 logger = logging.getLogger("tensorplay_graph.compile")
@@ -29,6 +30,8 @@ recompiles_log = logging.getLogger("tensorplay_graph.recompiles")
 graph_log = logging.getLogger("tensorplay_graph.graph")
 
 DEFAULT_RECOMPILE_LIMIT = 8
+#: Specializations whose generated steady-state entry is tried before the general path.
+MAX_ENTRIES = 4
 _TENSOR_FIELDS = ("framework",) + TENSOR_FIELDS
 
 
@@ -39,13 +42,16 @@ class RecompileLimitError(TensorPlayGraphError, RuntimeError):
 class Specialization:
     """One captured program: its runner, the guards it was captured under and its output types."""
 
-    __slots__ = ("runner", "guards", "output_spec", "flat")
+    __slots__ = ("runner", "guards", "output_spec", "flat", "entry")
 
     def __init__(self, runner: Callable[..., Any], guards: Sequence[Any] = (),
                  output_spec: Any = None, flat: bool = True) -> None:
         self.runner, self.guards, self.output_spec = runner, list(guards), output_spec
         #: The runner takes the call's tensors (``call_key`` order), else the call's args.
         self.flat = flat
+        #: The generated steady-state check-and-run function (``fast_call``): None until
+        #: the runner is steady, False where the call structure has none.
+        self.entry: Any = None
 
     @property
     def lowered(self) -> Any:
@@ -178,6 +184,7 @@ class CompiledFunction:
         self._graph_break = graph_break
         self._frontend_fn: Optional[Callable[..., Any]] = None
         self._eager_keys: set = set()
+        self._entries: Tuple[Callable[..., Any], ...] = ()
         self._families: set = set()      # shape-free keys counted against the limit
         self._dynamic_logged = False
         self._names = _parameter_names(fn)
@@ -186,6 +193,15 @@ class CompiledFunction:
             functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # Steady state: each specialization's generated check-and-run function (fast_call).
+        for entry in self._entries:
+            out = entry(args, kwargs)
+            if out is not MISS:
+                return out
+        return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: Dict[str, Any]) -> Any:
+        """The general path: key the call, pick or build its specialization."""
         if self._frontend_fn is not None:
             return self._frontend_fn(*args, **kwargs)
         leaves: List[Any] = []
@@ -199,8 +215,27 @@ class CompiledFunction:
             stale = guard_fails(spec.guards)
             if stale is not None:
                 del self.specializations[key]
+                self._entries = tuple(e for e in self._entries if e.spec is not spec)
                 return self._specialize(key, args, kwargs, leaves, f"program state: {stale}")
-        return spec(args, leaves)
+        out = spec(args, leaves)
+        self._add_entry(spec, key, args, kwargs)
+        return out
+
+    def _add_entry(self, spec: Specialization, key: Tuple, args: tuple,
+                   kwargs: Dict[str, Any]) -> None:
+        """Generate ``spec``'s steady-state entry once its runner is steady; keep the
+        ``MAX_ENTRIES`` most recently added ones."""
+        if spec.entry is None:
+            steady = getattr(spec.runner, "steady_callable", None)
+            run = steady() if steady is not None else spec.runner
+            if run is None:
+                return  # not lowered yet: the next call decides
+            eager = any(run is getattr(spec.runner, name, None) for name in ("eager", "no_grad"))
+            spec.entry = build_entry(spec, args, kwargs, key, run, eager) or False
+            if spec.entry:
+                spec.entry.spec = spec
+        if spec.entry and spec.entry not in self._entries:
+            self._entries = (spec.entry,) + self._entries[:MAX_ENTRIES - 1]
 
     # -- compilation --------------------------------------------------------------
     def _specialize(self, key: Tuple, args: tuple, kwargs: Dict[str, Any], leaves: List[Any],
@@ -243,7 +278,9 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         self._families.add(family)
         self.specializations[key] = spec
-        return spec(args, leaves)
+        out = spec(args, leaves)
+        self._add_entry(spec, key, args, kwargs)
+        return out
 
     def _note_dynamic(self, reason: str) -> None:
         if self.dynamic is None:
@@ -266,6 +303,7 @@ class CompiledFunction:
         self.frontend_reason = (f"sizes change between calls ({reason}); traced once more with "
                                 f"symbolic sizes")
         self._frontend_fn = compiled
+        self._entries = ()
         recompiles_log.info("%s: %s through the %s frontend", self.__name__,
                             self.frontend_reason, frontend)
         return compiled(*args, **kwargs)
@@ -278,6 +316,7 @@ class CompiledFunction:
         frontend, compiled = self._graph_break(self.fn, error)
         self.frontend, self.frontend_reason = frontend, f"{type(error).__name__}: {error}"
         self._frontend_fn = compiled
+        self._entries = ()
         logger.info("%s: graph break (%s); compiling it through the %s frontend with the "
                     "tensorplay_graph backend (pass fullgraph=True to get the error instead)",
                     self.__name__, error, frontend)
@@ -313,6 +352,7 @@ class CompiledFunction:
     def reset(self) -> None:
         """Drop every specialization (the next call captures again)."""
         self.specializations.clear()
+        self._entries = ()
         self.recompile_reasons.clear()
         self._eager_keys.clear()
         self._families.clear()

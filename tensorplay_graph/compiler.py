@@ -48,7 +48,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from .autograd_regions import GraphRunner, graph_constants
 from .capture.structure import call_key
 from .compiled import CompiledFunction, Specialization
-from .frameworks import adapter_for, device_type, is_tensor, loaded
+from .eager_dispatch import eager_program, no_grad_program
+from .frameworks import adapter_for, device_type, framework_of, is_tensor, loaded
 from .library.registry import keep_opaque_to_dynamo
 from .options import check_backend_names, check_options
 from .progress import progress
@@ -192,7 +193,10 @@ def build_runner(gm: Any, example_inputs: Sequence[Any], *, backends: BackendSpe
     explicit = list(names)
     if not names and not options.get("debug_dir"):
         logger.debug("no backend chosen: the captured graph runs through eager dispatch")
-        return GraphRunner(gm, None, graph_constants(gm))
+        framework = _framework_of(example_inputs)
+        eager = eager_program(gm, framework)
+        return GraphRunner(gm, None, graph_constants(gm), eager=eager,
+                           no_grad=no_grad_program(eager, framework))
 
     if shape_generic is None:
         shape_generic = is_symbolic_graph(gm)
@@ -345,6 +349,13 @@ def _requested_backends(backend: BackendSpec, options: Dict[str, Any]) -> Backen
                         f"got {chosen!r}")
     check_backend_names(chosen)
     return list(chosen)
+
+
+def _framework_of(values: Sequence[Any]) -> Optional[str]:
+    for value in values:
+        if is_tensor(value):
+            return framework_of(value)
+    return None
 
 
 def _device_of(values: Sequence[Any]) -> str:

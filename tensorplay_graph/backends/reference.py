@@ -260,14 +260,34 @@ def generate_source(region: Region, framework: Optional[str] = None) -> str:
              f"    framework = _framework(({''.join(p + ', ' for p in params)}))",
              "    with np.errstate(all='ignore'):"]
     lines += [f"        {p} = _to_numpy({p})  # {n.name}" for p, n in zip(params, region.inputs)]
+    dead_after = _dead_after(region)
     with framework_rules(framework):
         for node in region.nodes:
             prim = node.meta["prim"].name
             lines.append(f"        {names[node]} = {_render_node(node, names, framework)}"
                          f"  # {prim}: {node.name}")
+            if dead_after.get(node):
+                lines.append(f"        del {', '.join(names[v] for v in dead_after[node])}")
     outs = "".join(f"_from_numpy({names[o]}, framework), " for o in region.outputs)
     lines.append(f"    return ({outs})  # {', '.join(o.name for o in region.outputs)}")
     return "\n".join(lines) + "\n"
+
+
+def _dead_after(region: Region) -> Dict[Any, list]:
+    """``{node: [values whose last reader in the region is node]}``, region outputs left out.
+
+    The kernel deletes each such value right after that line, so NumPy frees intermediates
+    as eager frees them: a chain of n ops holds about two arrays at a time, not n.
+    """
+    last_reader: Dict[Any, Any] = {}
+    for node in region.nodes:
+        map_arg(node.meta["prim_args"], lambda value: last_reader.__setitem__(value, node))
+    keep = set(region.outputs)
+    dead: Dict[Any, list] = {}
+    for value, reader in last_reader.items():
+        if value not in keep:
+            dead.setdefault(reader, []).append(value)
+    return dead
 
 
 def _header(region: Region) -> str:

@@ -118,8 +118,8 @@ def pick(a: Any, b: Any, take_b: Any) -> Any:
     """
     a, b = np.asarray(a), np.asarray(b)
     out = np.where(take_b, b, a)
-    if out.dtype.kind in "fc":
-        out = np.where(np.isnan(a) | np.isnan(b), np.asarray(np.nan, out.dtype), out)
+    if out.dtype.kind in "fc":  # ``out`` is a fresh array: NaNs go in place, not into a copy
+        np.copyto(out, np.asarray(np.nan, out.dtype), where=np.isnan(a) | np.isnan(b))
     return out
 
 
