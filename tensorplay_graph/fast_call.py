@@ -44,6 +44,7 @@ from typing import Any, Callable, Dict, List, Optional
 from .capture.proxy import MISSING
 from .capture.state import _cell_value
 from .capture.structure import SCALARS, framework_of_type, restore, value_key
+from .frameworks import adapter_for
 
 logger = logging.getLogger("tensorplay_graph.compile")
 
@@ -148,11 +149,7 @@ def _check_tensor(w: _Writer, var: str, value: Any, framework: str) -> None:
 
 def _tensor_guards() -> Any:
     """Dynamo's C++ tensor check (``torch._C._dynamo.guards.TensorGuards``), or None."""
-    try:
-        from torch._C._dynamo.guards import TensorGuards
-    except (ImportError, AttributeError):
-        return None
-    return TensorGuards
+    return adapter_for("torch").tensor_guards()
 
 
 def _state_check(w: _Writer, guard: Any) -> str:

@@ -216,8 +216,6 @@ def _operands() -> tuple:
 def _convert(name: str, raw: Any, text: Any, common: str, prim, framework: str) -> Any:
     """Source text of operand ``name`` converted as eager converts it."""
     work = opmath(common)
-    if common == "float32" and "float64_reference" in prim.traits:
-        work = "float64"
     second = name in ("a", "b")  # either side: ``70000 / x`` keeps 70000 in float32 too
     opmath_second = _OPMATH_SCALAR_TRAIT[framework] in prim.traits and second and \
         common in ("float16", "bfloat16")
@@ -239,7 +237,13 @@ def _render_node(node, names: Dict[Any, str], framework: str = "torch") -> str:
         common = _common_dtype(node, prim, framework)
         args = {k: _convert(k, raw[k], v, common, prim, framework)
                 if k in _operands() and raw[k] is not None else v for k, v in args.items()}
-    expr = prim.render("reference", framework=framework, **args)
+    if prim.kind == "pointwise" and "float64_reference" in prim.traits and \
+            prim.compute != "none" and common == "float32":
+        operand = next(k for k in args if k in _operands())  # these prims are unary
+        inner = prim.render("reference", framework=framework, **{**args, operand: "_v"})
+        expr = f"_f64(lambda _v: {inner}, {args[operand]})"
+    else:
+        expr = prim.render("reference", framework=framework, **args)
     meta = node.meta.get("tensor_meta")
     if isinstance(meta, TensorMeta) and meta.dtype in SUPPORTED_DTYPES:
         return f"_cast({expr}, {meta.dtype!r})"

@@ -236,6 +236,11 @@ class FrameworkAdapter(ABC):
         """The framework's native custom-op dispatcher bridge, or None."""
         return None
 
+    def tensor_guards(self) -> Any:
+        """A native checker of many tensors' dtype / shape / strides / device / grad at once
+        (Dynamo's ``TensorGuards``), or None."""
+        return None
+
     def owns_op(self, name: str) -> bool:
         """True when the framework's own op library defines ``name``."""
         return False

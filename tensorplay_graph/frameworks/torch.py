@@ -125,6 +125,13 @@ class TorchAdapter(FrameworkAdapter):
             yield
         cuda.current_stream().wait_stream(stream)
 
+    def tensor_guards(self) -> Any:
+        try:
+            from torch._C._dynamo.guards import TensorGuards
+        except (ImportError, AttributeError):
+            return None
+        return TensorGuards
+
     def cuda_graph(self) -> Tuple[Any, ContextManager[Any]]:
         """``(graph, context capturing into it)``: replay the work with ``graph.replay()``."""
         graph = self.module.cuda.CUDAGraph()

@@ -20,7 +20,7 @@ from typing import Any, Optional
 import numpy as np
 
 __all__ = ["opmath", "as_dtype", "scalar", "floor_divide", "trunc_divide", "power", "reduce",
-           "NAMESPACE"]
+           "in_float64", "NAMESPACE"]
 
 _NP = {"bool": np.bool_, "uint8": np.uint8, "int8": np.int8, "int16": np.int16, "int32": np.int32,
        "int64": np.int64, "float16": np.float16, "float32": np.float32, "float64": np.float64}
@@ -123,5 +123,27 @@ def pick(a: Any, b: Any, take_b: Any) -> Any:
     return out
 
 
-NAMESPACE = {"_pick": pick, "_as": as_dtype, "_scalar": scalar, "_floordiv": floor_divide,
+#: Elements per float64 block of :func:`in_float64`: small enough that the float64 copies
+#: stay a fraction of the float32 arrays they come from.
+FLOAT64_BLOCK = 1 << 16
+
+
+def in_float64(fn: Any, a: Any) -> Any:
+    """``fn`` of float32 ``a`` computed in float64 and rounded once to float32, in blocks.
+
+    NumPy's float32 ``tanh`` / ``exp`` ... are up to an ulp off eager's (``tanh(9.5)``:
+    0.99999994 vs 1.0, which a following ``trunc`` turns into 0 vs 1); the float64 result
+    rounded once is correctly rounded, as eager's libm is where it matters. Blocks keep the
+    float64 temporaries small (the reference backend's peak memory stays near eager's).
+    """
+    a = np.asarray(a)
+    out = np.empty(a.shape, np.float32)
+    src, dst = a.reshape(-1), out.reshape(-1)
+    for start in range(0, src.size, FLOAT64_BLOCK):
+        block = slice(start, start + FLOAT64_BLOCK)
+        dst[block] = fn(src[block].astype(np.float64))
+    return out
+
+
+NAMESPACE = {"_f64": in_float64, "_pick": pick, "_as": as_dtype, "_scalar": scalar, "_floordiv": floor_divide,
              "_truncdiv": trunc_divide, "_pow": power, "_reduce": reduce, "_axpy": axpy}
