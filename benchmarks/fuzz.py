@@ -44,6 +44,7 @@ def worker(args: argparse.Namespace) -> None:
         big = args.big_every > 0 and seed % args.big_every == 0
         print(json.dumps({"start": seed}), flush=True)
         program = generate(seed, args.framework, big=big)
+        print(json.dumps({"generated": seed}), flush=True)  # eager ran every statement
         signal.alarm(args.timeout_s)
         try:
             outcome = check(program, args.backend)
@@ -72,7 +73,7 @@ def run_cell(args: argparse.Namespace, framework: str, backend: str) -> Counter:
                "--shrink-s", str(args.shrink_s), "--big-every", str(args.big_every),
                "--timeout-s", str(args.timeout_s)]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-        last_started, done = None, set()
+        last_started, done, generated = None, set(), set()
         for line in proc.stdout.splitlines():
             if not line.startswith("{"):
                 continue
@@ -80,13 +81,24 @@ def run_cell(args: argparse.Namespace, framework: str, backend: str) -> Counter:
             if "start" in rec:
                 last_started = rec["start"]
                 continue
+            if "generated" in rec:
+                generated.add(rec["generated"])
+                continue
             done.add(rec["seed"])
             counts[rec["status"]] += 1
             if rec["status"] in ("mismatch", "crash"):
                 counts["sig:" + rec.get("small_signature", rec["signature"])] += 1
                 logger.warning("%s/%s seed %d: %s -> %s", framework, backend, rec["seed"],
                                rec["signature"], rec.get("repro"))
-        if proc.returncode != 0 and last_started is not None and last_started not in done:
+        if proc.returncode != 0 and last_started is not None and last_started not in generated:
+            # The generator keeps a statement only if eager runs it: eager itself died
+            # (TensorPlay 1.0.0: SIGFPE on an integer division by zero). Not a program.
+            counts["skip"] += 1
+            counts[f"sig:skip: eager died generating the program (rc {proc.returncode})"] += 1
+            logger.warning("%s/%s seed %d: eager killed the process while generating (rc %d)",
+                           framework, backend, last_started, proc.returncode)
+            seed = last_started + 1
+        elif proc.returncode != 0 and last_started is not None and last_started not in done:
             counts["crash"] += 1
             counts[f"sig:crash: process died (rc {proc.returncode})"] += 1
             logger.warning("%s/%s seed %d killed the process (rc %d): %s", framework, backend,
