@@ -36,9 +36,18 @@ def needs_eager_layout(meta: Any) -> Optional[Tuple[int, ...]]:
     shape, stride = tuple(meta.shape), tuple(meta.stride)
     if 0 in shape or len(stride) != len(shape) or stride == contiguous_strides(shape):
         return None
-    if not all(isinstance(s, int) and s >= 0 for s in stride):
-        return None
-    return stride
+    return stride if _dense(shape, stride) else None
+
+
+def _dense(shape: Tuple[int, ...], stride: Tuple[int, ...]) -> bool:
+    """True for a permutation of a row-major layout (what eager's fresh results have); an
+    overlapping layout (stride 0) cannot be written, a gapped one is not a kernel result."""
+    expected = 1
+    for size, st in sorted((p for p in zip(shape, stride) if p[0] != 1), key=lambda p: p[1]):
+        if not isinstance(st, int) or st != expected:
+            return False
+        expected *= size
+    return True
 
 
 def to_eager_layout(value: Any, stride: Tuple[int, ...]) -> Any:
