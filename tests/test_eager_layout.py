@@ -162,3 +162,17 @@ def test_decomposed_batch_norm_keeps_eager_strides(fw):
         return [x] + [T.from_numpy(rng.random(3).astype(np.float32) + 0.5) for _ in range(4)]
 
     run_both(program, make, "reference")
+
+
+@pytest.mark.parametrize("fw", FRAMEWORKS)
+def test_contiguous_of_permuted_input_then_view(fw):
+    """TensorPlay 1.0.0's ``clone()`` of a permuted tensor reports ``is_contiguous()``, so
+    on capture's private copy ``contiguous()`` returned it and ``view`` raised (seed 1000126)."""
+    T = FRAMEWORKS[fw]
+
+    def program(x):
+        v = x.contiguous()
+        x.mul_(10)
+        return x, v.view(-1)
+
+    run_both(program, lambda: [transposed(T, (1, 5, 5), 9)], "reference")

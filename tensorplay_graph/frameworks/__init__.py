@@ -124,7 +124,9 @@ def private_copy(value: Any) -> Any:
     ``clone()`` makes a non-dense tensor (``x[..., ::2]``) row-major, and layout is
     observable during capture: torch's in-place overlap check compares strides, so
     ``x[..., ::2].add_(x)`` on a size-1 last dim passes on the strided input and raises
-    on a row-major copy. Such a tensor is copied with the memory span it covers.
+    on a row-major copy. Such a tensor is copied with the memory span it covers, and so is
+    one whose clone misreports ``is_contiguous()`` (TensorPlay 1.0.0: a clone of a permuted
+    tensor says True, so ``contiguous()`` returns it and a later ``view`` raises).
     """
     framework = framework_of(value)
     if framework is None:
@@ -132,7 +134,8 @@ def private_copy(value: Any) -> Any:
     copy = adapter(framework).clone(value)
     try:
         stride = tuple(value.stride())
-        if tuple(copy.stride()) == stride or copy.numel() == 0:
+        if copy.numel() == 0 or (tuple(copy.stride()) == stride and
+                                 copy.is_contiguous() == value.is_contiguous()):
             return copy
         span = 1 + sum((n - 1) * s for n, s in zip(value.shape, stride))
         flat = value.detach().as_strided((span,), (1,)).clone()
