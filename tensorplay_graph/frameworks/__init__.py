@@ -160,9 +160,30 @@ def _tensor_meta(value: Any) -> TensorMeta:
 
 
 def private_copy(value: Any) -> Any:
-    """A detached copy of a tensor (writes to it never reach ``value``); other values unchanged."""
+    """A detached copy of a tensor (writes to it never reach ``value``) with its exact
+    strides; other values unchanged.
+
+    ``clone()`` makes a non-dense tensor (``x[..., ::2]``) row-major, and layout is
+    observable during capture: torch's in-place overlap check compares strides, so
+    ``x[..., ::2].add_(x)`` on a size-1 last dim passes on the strided input and raises
+    on a row-major copy. Such a tensor is copied with the memory span it covers, and so is
+    one whose clone misreports ``is_contiguous()`` (TensorPlay 1.0.0: a clone of a permuted
+    tensor says True, so ``contiguous()`` returns it and a later ``view`` raises).
+    """
     framework = framework_of(value)
-    return value if framework is None else _adapter(framework).clone(value)
+    if framework is None:
+        return value
+    copy = _adapter(framework).clone(value)
+    try:
+        stride = tuple(value.stride())
+        if copy.numel() == 0 or (tuple(copy.stride()) == stride and
+                                 copy.is_contiguous() == value.is_contiguous()):
+            return copy
+        span = 1 + sum((n - 1) * s for n, s in zip(value.shape, stride))
+        flat = value.detach().as_strided((span,), (1,)).clone()
+    except (RuntimeError, TypeError, AttributeError):  # no strides (sparse, symbolic sizes)
+        return copy
+    return flat.as_strided(tuple(value.shape), stride)
 
 
 def __dir__() -> list:

@@ -123,8 +123,12 @@ def _batch_norm(node: Node, framework: str) -> bool:
                                       {"weight": views[2], "bias": views[3], "eps": float(eps)})
             new.meta["stack"] = node.meta.get("stack")
             created.append(new)
+            measured = node.meta.get("tensor_meta")
             if annotate(new, framework) and new.meta["tensor_meta"].dtype == node.meta.get(
                     "tensor_meta", meta).dtype:
+                if isinstance(measured, TensorMeta) and \
+                        measured.shape == new.meta["tensor_meta"].shape:
+                    new.meta["tensor_meta"] = measured  # eager's strides (channels_last)
                 node.replace_all_uses_with(new)
                 graph.erase_node(node)
                 return True

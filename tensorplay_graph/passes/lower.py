@@ -26,6 +26,7 @@ from ..backends.base import region_subgraph
 from ..errors import LoweringError
 from ..ir.node import Node, map_aggregate, map_arg
 from ..progress import tracked
+from .eager_layout import needs_eager_layout, to_eager_layout
 from .partition import regions_from_meta
 
 __all__ = ["lower", "region_subgraph", "RegionGraph"]
@@ -372,8 +373,21 @@ def _rebuild(graph, regions, kernels: Mapping[int, Any], alone: Mapping[Any, Any
         call.meta.update(kernel=kernel, subgraph=subgraph, region=unit.id, backend=unit.backend,
                          tensor_meta=tuple(o.meta.get("tensor_meta") for o in unit.outputs))
         for i, out in enumerate(unit.outputs):
-            item = new.call_function(operator.getitem, (call, i), name=out.name)
-            item.meta.update({k: v for k, v in out.meta.items()
-                              if k in ("tensor_meta", "val", "stack")})
-            env[out] = item
+            env[out] = _emit_output(new, call, i, out)
     return new
+
+
+def _emit_output(new, call, i: int, out) -> Any:
+    """``call[i]`` named like ``out``; through ``to_eager_layout`` when eager's strides for
+    ``out`` are not row-major (a kernel writes row-major; reshape / contiguous / in-place
+    writes through aliases must see eager's layout: ``eager_layout.py``)."""
+    kept = {k: v for k, v in out.meta.items() if k in ("tensor_meta", "val", "stack")}
+    stride = needs_eager_layout(out.meta.get("tensor_meta"))
+    item = new.call_function(operator.getitem, (call, i),
+                             name=out.name if stride is None else f"{out.name}_rowmajor")
+    item.meta.update(kept)
+    if stride is None:
+        return item
+    laid = new.call_function(to_eager_layout, (item, stride), name=out.name)
+    laid.meta.update(kept)
+    return laid

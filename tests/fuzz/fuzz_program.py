@@ -194,7 +194,8 @@ def repro_source(program: Program, backend: str, note: str = "") -> str:
              f"seed={program.seed}\n"]
     if note:
         parts += ["".join(f"# {line}\n" for line in note.strip().splitlines())]
-    parts += ["import numpy as np\n", program.header(), "import tensorplay_graph as tpg\n\n\n"]
+    parts += ["from typing import Any, Tuple\n\nimport numpy as np\n", program.header(),
+              "import tensorplay_graph as tpg\n\n\n"]
     if program.uses_custom_ops():
         parts += [CUSTOM_OPS_SRC.format(fw=program.framework), "\n\n"]
     parts += [inspect.getsource(make_input), "\n\n", program.inputs_source(), "\n\n",

@@ -1,0 +1,61 @@
+"""Kernel outputs with eager's strides, so views, copies and aliasing match eager.
+
+A generated kernel writes a fresh contiguous tensor, but eager's TensorIterator keeps
+its input's layout (torch: ``where(c, x_t, 0)`` of a transposed ``x_t`` is transposed;
+TensorPlay's pointwise results are contiguous). Layout is observable: ``reshape`` is a
+view of a contiguous tensor and a copy of a permuted one, ``contiguous()`` returns
+``self`` or a copy, so a later in-place write reaches a different set of tensors.
+
+``lower`` therefore follows every region output whose recorded eager strides (capture
+measured them on the example inputs: ``TensorMeta.stride``) are not row-major by a
+``to_eager_layout(value, stride)`` node; the contiguous common case gets no node and
+no copy.
+
+>>> needs_eager_layout(TensorMeta((2, 3), "float32", stride=(1, 2)))   # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
+from ..frameworks import framework_of
+from ..ir.meta import TensorMeta, contiguous_strides
+
+__all__ = ["needs_eager_layout", "to_eager_layout"]
+
+
+def needs_eager_layout(meta: Any) -> Optional[Tuple[int, ...]]:
+    """Eager's strides for a kernel output with ``meta``, or None when row-major ones do.
+
+    Exact comparison, size-1 dims included: torch's overlap check for in-place ops
+    compares full strides (``x.add_(y)`` with equal memory but different strides raises).
+    """
+    if not isinstance(meta, TensorMeta) or meta.stride is None:
+        return None
+    shape, stride = tuple(meta.shape), tuple(meta.stride)
+    if 0 in shape or len(stride) != len(shape) or stride == contiguous_strides(shape):
+        return None
+    return stride if _dense(shape, stride) else None
+
+
+def _dense(shape: Tuple[int, ...], stride: Tuple[int, ...]) -> bool:
+    """True for a permutation of a row-major layout (what eager's fresh results have); an
+    overlapping layout (stride 0) cannot be written, a gapped one is not a kernel result."""
+    expected = 1
+    for size, st in sorted((p for p in zip(shape, stride) if p[0] != 1), key=lambda p: p[1]):
+        if not isinstance(st, int) or st != expected:
+            return False
+        expected *= size
+    return True
+
+
+def to_eager_layout(value: Any, stride: Tuple[int, ...]) -> Any:
+    """``value`` if it already has ``stride``; else a copy of it laid out with ``stride``."""
+    if framework_of(value) is None or len(value.shape) != len(stride) or \
+            tuple(value.stride()) == stride:
+        return value
+    out = type(value).new_empty_strided(value, tuple(value.shape), stride)
+    out.copy_(value)
+    return out
+
