@@ -28,6 +28,9 @@ import torch.nn.functional as F  # noqa: E402
 
 import tensorplay_graph as tpg  # noqa: E402
 
+# The region builder is a test fixture (tests/interp/triton_regions.py), not shipped.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "interp"))
+
 M, N, BF = 32768, 4096, torch.bfloat16
 
 
@@ -131,13 +134,13 @@ def check(out, ref, tol):
 
 
 def summary(compiled):
-    from tensorplay_graph.backends.triton.testing import lowered_summary
+    from triton_regions import lowered_summary
     return lowered_summary(compiled)
 
 
 def kernel_only(compiled, args):
     """The generated kernel alone, when the program lowered to one kernel over its inputs."""
-    from tensorplay_graph.backends.triton.testing import lowered_module
+    from triton_regions import lowered_module
     gm = lowered_module(compiled)
     calls = [n for n in gm.graph.nodes if "kernel" in n.meta]
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -279,7 +282,7 @@ def model_workload(results, blocks=4, rows=8192, width=1024):
 
 def correctness(results):
     """The product path on the shared case table (fp32/fp16/bf16), barriers, auto, CUDA graphs."""
-    from tensorplay_graph.backends.triton.testing import TOLERANCE, as_function, cases
+    from triton_regions import TOLERANCE, as_function, cases
     report = {}
 
     def attempt(key, body):
@@ -347,7 +350,7 @@ def correctness(results):
 
 def launch_overhead(results):
     """Where a launch-bound call's CPU time goes (µs per call), and whether the direct launch is on."""
-    from tensorplay_graph.backends.triton.testing import lowered_module
+    from triton_regions import lowered_module
     args = (_rnd(1024), _rnd(1024))
     compiled = tpg.compile(chain, backend="triton")
     compiled(*args)

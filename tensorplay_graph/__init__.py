@@ -30,6 +30,7 @@ _EXPORTS = {
     "ShapeError": "tensorplay_graph.errors",
     "UnsupportedOpError": "tensorplay_graph.errors",
     "LoweringError": "tensorplay_graph.errors",
+    "MissingLoweringError": "tensorplay_graph.errors",
     "UnknownBackendError": "tensorplay_graph.errors",
     "UnknownOptionError": "tensorplay_graph.errors",
     # capture

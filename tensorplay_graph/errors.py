@@ -35,3 +35,7 @@ class UnknownOptionError(TensorPlayGraphError, ValueError):
 
 class LoweringError(TensorPlayGraphError, RuntimeError):
     """A backend accepted a region but could not compile it."""
+
+
+class MissingLoweringError(LoweringError, LookupError):
+    """A prim was rendered for a backend its record has no lowering for."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .errors import TensorPlayGraphError
+from .errors import GraphLintError, TensorPlayGraphError
 from .ir.graph import Graph
 from .ir.node import Node, map_arg, target_name
 
@@ -138,7 +138,7 @@ class Interpreter:
         """Replace each Node in ``args`` by its value; fails clearly on a missing one."""
         def load(arg: Node) -> Any:
             if arg not in self.env:
-                raise RuntimeError(f"node {n.name} reads {arg.name}, which has no value yet "
+                raise GraphLintError(f"node {n.name} reads {arg.name}, which has no value yet "
                                    "(is the graph out of order? run graph.lint())")
             return self.env[arg]
         return map_arg(args, load)

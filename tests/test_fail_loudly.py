@@ -86,3 +86,26 @@ def test_decorator_forms():
     assert configured.recompile_limit == 2
     with pytest.raises(UnknownBackendError):
         tpg.compile(backend="nope")   # checked before the function arrives
+
+
+def test_missing_lowering_and_out_of_order_graph_raise_our_errors():
+    from tensorplay_graph import prims
+    from tensorplay_graph.errors import GraphLintError, MissingLoweringError, TensorPlayGraphError
+    from tensorplay_graph.interpreter import Interpreter
+    from tensorplay_graph.ir.graph import Graph
+    from tensorplay_graph.ir.graph_module import GraphModule
+
+    with pytest.raises(MissingLoweringError, match="no 'nosuchbackend' lowering"):
+        prims.get("add").render("nosuchbackend", a="x", b="y")
+
+    graph = Graph()
+    x = graph.placeholder("x")
+    ghost = Graph().placeholder("ghost")  # a node from another graph: never given a value
+    graph.output(graph.call_function(operator_add, (x, ghost)))
+    with pytest.raises(TensorPlayGraphError, match="has no value yet") as info:
+        Interpreter(GraphModule({}, graph)).run(1)
+    assert isinstance(info.value.__cause__, GraphLintError)
+
+
+def operator_add(a, b):
+    return a + b

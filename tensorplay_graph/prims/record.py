@@ -173,7 +173,8 @@ class Prim:
         """
         template = self.lowerings.get(backend)
         if template is None:
-            raise KeyError(f"prim {self.name!r} has no {backend!r} lowering; add one to "
+            from ..errors import MissingLoweringError
+            raise MissingLoweringError(f"prim {self.name!r} has no {backend!r} lowering; add one to "
                            f"its record's lowerings (have: {sorted(self.lowerings)})")
         if callable(template):
             if framework is not None and "framework" in _parameters(template):

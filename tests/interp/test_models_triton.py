@@ -19,7 +19,7 @@ from models.harness import check  # noqa: E402
 from models.upstream import marks  # noqa: E402
 from models.zoo import BY_NAME  # noqa: E402
 
-from tensorplay_graph.backends.triton.testing import lowered_summary  # noqa: E402
+from triton_regions import lowered_summary  # noqa: E402
 
 CELLS = [("tp_mlp", "tpg"), ("tp_mlp", "tp"), ("tp_transformer_block", "tpg"),
          ("tp_transformer_block", "tp"), ("tp_mlp_custom_op", "tpg"), ("gpt2", "dynamo")]

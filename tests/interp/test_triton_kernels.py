@@ -5,7 +5,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tensorplay_graph.backends.triton import BACKEND  # noqa: E402
-from tensorplay_graph.backends.triton.testing import build, cases, check_case, eager  # noqa: E402
+from triton_regions import build, cases, check_case, eager  # noqa: E402
 
 CASES = {name: (program, factory) for name, program, factory in cases()}
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

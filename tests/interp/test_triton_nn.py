@@ -14,7 +14,7 @@ import pytest
 import torch  # noqa: E402
 
 import tensorplay_graph as tpg  # noqa: E402
-from tensorplay_graph.backends.triton.testing import lowered_summary  # noqa: E402
+from triton_regions import lowered_summary  # noqa: E402
 
 FRAMEWORKS = ["torch", "tensorplay"]
 

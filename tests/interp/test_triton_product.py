@@ -21,7 +21,7 @@ import triton.language as tl  # noqa: E402
 
 import tensorplay_graph as tpg  # noqa: E402
 from tensorplay_graph import library as L  # noqa: E402
-from tensorplay_graph.backends.triton.testing import lowered_module, lowered_summary  # noqa: E402
+from triton_regions import lowered_module, lowered_summary  # noqa: E402
 
 FRAMEWORKS = ["torch", "tensorplay"]
 

@@ -7,7 +7,7 @@ torch = pytest.importorskip("torch")
 from tensorplay_graph.backends.triton import BACKEND, TritonBackend  # noqa: E402
 from tensorplay_graph.backends.triton.cache import KernelCache  # noqa: E402
 from tensorplay_graph.backends.triton.launcher import _make_fast_path  # noqa: E402
-from tensorplay_graph.backends.triton.testing import build  # noqa: E402
+from triton_regions import build  # noqa: E402
 
 SOURCE = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(x_ptr):\n    pass\n"
 

@@ -1,6 +1,6 @@
 """Build a ``Region`` from a small program without the capture/pass pipeline.
 
-Used by the Triton backend's tests and ``benchmarks/gpu.py``: ``build(fn, *examples)``
+Test fixture (not shipped): used by the Triton backend's tests and ``benchmarks/gpu.py``: ``build(fn, *examples)``
 calls ``fn(b, *placeholders)`` where ``b.call(target, *args, **kwargs)`` adds a
 node; every node is normalized with ``prims.lookup`` and gets its
 ``tensor_meta`` by running the real op on the example inputs.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, List
 
-from ...frameworks import adapter_for, tensor_meta
-from ...ir.graph import Graph
-from ..base import Region
+from tensorplay_graph.backends.base import Region
+from tensorplay_graph.frameworks import adapter_for, tensor_meta
+from tensorplay_graph.ir.graph import Graph
 
 
 class _Builder:
