@@ -21,6 +21,7 @@ import os
 from typing import Any
 
 from ..frameworks import adapter_for
+from ..prims.lowering import Gemm
 
 log = logging.getLogger("tensorplay_graph.compile")
 
@@ -43,7 +44,12 @@ def padded_linear(a: Any, weight: Any, bias: Any = None) -> Any:
 def _misaligned_linear(node: Any) -> bool:
     prim = node.meta.get("prim")
     meta = node.meta.get("tensor_meta")
-    if prim is None or prim.name != "linear" or "kernel" in node.meta or not hasattr(meta, "shape"):
+    rule = prim.lowering("tilelang") if prim is not None else None
+    # linear's record: one GEMM whose weight is stored (N, K), with an optional bias epilogue
+    if not (isinstance(rule, Gemm) and rule.rhs_transposed and (rule.lhs, rule.rhs) == ("a", "weight")
+            and rule.epilogue_operands in ((), ("bias",))):
+        return False
+    if "kernel" in node.meta or not hasattr(meta, "shape"):
         return False
     args = node.meta.get("prim_args") or {}
     weight = args.get("weight")
