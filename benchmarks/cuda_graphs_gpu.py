@@ -12,12 +12,16 @@ Prints one JSON line per check.
 from __future__ import annotations
 
 import json
+import sys
 import logging
 import time
 
 import torch
 
 import tensorplay_graph as tpg
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from models_gpu import steady_ms  # noqa: E402
 
 
 class Lines(logging.Handler):
@@ -27,29 +31,6 @@ class Lines(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(record.getMessage())
-
-
-def steady_ms(fn, args, reps=50, hold=False):
-    out = None
-    for _ in range(3):
-        if hold:
-            out = fn(*args)
-        else:
-            fn(*args)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        if hold:
-            out = fn(*args)  # the previous result is alive during the call
-        else:
-            fn(*args)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    del out
-    return round(sorted(times)[len(times) // 2], 4)
 
 
 def contract():

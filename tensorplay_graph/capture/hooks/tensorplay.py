@@ -26,7 +26,6 @@ fourth hook for random calls that reach no proxy at all):
 from __future__ import annotations
 
 import inspect
-import operator
 import sys
 import threading
 from contextlib import contextmanager
@@ -38,17 +37,9 @@ from .. import context
 from ..proxy import Proxy
 from ..randomness import record_random, should_record
 from ..tracer import NO_EXAMPLE
+from . import BINARY_DUNDERS
 
-_TENSOR_OPERATORS = {
-    "__add__": operator.add, "__sub__": operator.sub, "__mul__": operator.mul,
-    "__truediv__": operator.truediv, "__floordiv__": operator.floordiv,
-    "__mod__": operator.mod, "__pow__": operator.pow, "__matmul__": operator.matmul,
-    "__and__": operator.and_, "__or__": operator.or_, "__xor__": operator.xor,
-    "__lshift__": operator.lshift, "__rshift__": operator.rshift,
-    "__lt__": operator.lt, "__le__": operator.le, "__gt__": operator.gt,
-    "__ge__": operator.ge, "__eq__": operator.eq, "__ne__": operator.ne,
-    "__getitem__": operator.getitem, "__setitem__": operator.setitem,
-}
+_TENSOR_OPERATORS = BINARY_DUNDERS
 
 _lock = threading.Lock()
 _install_depth = 0

@@ -22,16 +22,10 @@ from torch.overrides import TorchFunctionMode
 from .. import context
 from ..proxy import Proxy
 from ..randomness import record_random, should_record
+from . import BINARY_DUNDERS
 
 _DUNDER_OPERATORS = {
-    "__getitem__": operator.getitem, "__setitem__": operator.setitem,
-    "__add__": operator.add, "__sub__": operator.sub, "__mul__": operator.mul,
-    "__truediv__": operator.truediv, "__floordiv__": operator.floordiv,
-    "__mod__": operator.mod, "__pow__": operator.pow, "__matmul__": operator.matmul,
-    "__and__": operator.and_, "__or__": operator.or_, "__xor__": operator.xor,
-    "__lshift__": operator.lshift, "__rshift__": operator.rshift,
-    "__lt__": operator.lt, "__le__": operator.le, "__gt__": operator.gt,
-    "__ge__": operator.ge, "__eq__": operator.eq, "__ne__": operator.ne,
+    **BINARY_DUNDERS,
     "__neg__": operator.neg, "__pos__": operator.pos, "__invert__": operator.invert,
     "__abs__": operator.abs,
 }
