@@ -169,6 +169,16 @@ def _rms_norm_rows(row, a, normalized_shape, weight=None, eps=None):
     return row.let(_affine(row, f"{x} * {rstd}", weight))
 
 
+def _layer_norm_triton_declines(args, out, framework: str):
+    if framework == "torch" and out.device_type == "cpu" and out.dtype in ("float16", "bfloat16"):
+        # torch's CPU mixed-precision kernel computes fma(x, rstd, -mean * rstd): a row
+        # whose variance is below eps (one element, tiny values) gives that rounding noise,
+        # amplified by 1 / sqrt(eps), where (x - mean) * rstd gives 0 (measured).
+        return (f"torch's CPU {out.dtype} layer_norm gives rounding noise, not 0, for rows "
+                "whose variance is below eps; the kernel follows CUDA eager (use CUDA tensors)")
+    return None
+
+
 # ----------------------------------------------------------------------------- records
 
 def _record(name, *, signature, meta, dims, reference, triton, nn=True, **kw):
@@ -188,6 +198,7 @@ _record("log_softmax", signature=log_softmax, meta=softmax_meta("log_softmax"), 
         adapters={"torch.nn.functional:log_softmax": _torch_functional_softmax})
 _record("layer_norm", signature=layer_norm, meta=layer_norm_meta, dims=trailing_dims,
         reference=_layer_norm_ref, triton=_layer_norm_rows,
+        declines={"triton": _layer_norm_triton_declines},
         adapters={"torch:layer_norm": _torch_layer_norm})
 _record("rms_norm", signature=rms_norm, meta=rms_norm_meta, dims=trailing_dims,
         reference=_rms_norm_ref, triton=_rms_norm_rows)

@@ -159,14 +159,46 @@ def clamp_ref(a, min=None, max=None):
     return out
 
 
+def bf16_bits_triton(x: str) -> str:
+    """int32 whose low 16 bits are ``x`` rounded to bfloat16 to nearest-even. Spelled in
+    integer ops: Triton's interpreter truncates on ``.to(tl.bfloat16)`` and flushes
+    subnormals (GPUs round to nearest-even, as eager does); NaN stays a quiet NaN."""
+    f = f"({x}).to(tl.float32)"
+    bits = f"{f}.to(tl.int32, bitcast=True)"
+    rounded = f"(({bits} + 0x7FFF + (({bits} >> 16) & 1)) >> 16)"
+    return f"tl.where({f} != {f}, ({bits} >> 16) | 0x40, {rounded})"
+
+
+def bf16_triton(x: str) -> str:
+    """``x`` rounded to a bfloat16 value (for a store)."""
+    return f"{bf16_bits_triton(x)}.to(tl.int16).to(tl.bfloat16, bitcast=True)"
+
+
+def bf16_round_triton(x: str) -> str:
+    """``x`` rounded to bfloat16, kept as float32 (exact, subnormals too)."""
+    return f"({bf16_bits_triton(x)} << 16).to(tl.float32, bitcast=True)"
+
+
+def bf16_load_triton(loaded: str) -> str:
+    """A loaded bfloat16 value as float32 (the interpreter's own upcast flushes subnormals)."""
+    return f"({loaded}.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)"
+
+
+def round16_triton(x: str, dtype: str) -> str:
+    """A float32 compute value rounded to 16-bit ``dtype`` as eager rounds each op's result."""
+    if dtype == "bfloat16":
+        return bf16_round_triton(x)
+    return f"{x}.to(tl.float16).to(tl.float32)"
+
+
 def cast(backend: str):
     def render(a, dtype):
         if backend == "reference":
             return f"np.asarray({a}).astype(np.{'bool_' if dtype == 'bool' else dtype})" \
                 if dtype != "bfloat16" else f"np.asarray({a})"
         if backend == "triton":
-            if dtype in ("float16", "bfloat16"):  # round to the narrow dtype, compute in fp32
-                return f"{a}.to(tl.{dtype}).to(tl.float32)"
+            if dtype in HALF_FLOATS:  # round to the narrow dtype, compute in fp32
+                return round16_triton(a, dtype)
             return f"{a}.to(tl.{'int1' if dtype == 'bool' else dtype})"
         return f"T.Cast({dtype!r}, {a})"
     return render

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import List
 
+from ...prims.pointwise_lowerings import bf16_load_triton, bf16_triton
 from .kernel_desc import ITEMSIZE, REDUCTIONS, TL_DTYPES, KernelDesc, Stmt, compute_dtype
 
 INDENT = "    "
@@ -35,6 +36,8 @@ def load_expr(name: str, dtype: str, offset: str, mask: str) -> str:
     text = (f"tl.load({name}_ptr + {offset}, mask={mask}, other=0)" if mask
             else f"tl.load({name}_ptr + {offset})")
     cdt = compute_dtype(dtype)
+    if dtype == "bfloat16":
+        return bf16_load_triton(text)
     if cdt != dtype:
         text += f".to({TL_DTYPES[cdt]})"
     return text
@@ -88,7 +91,7 @@ def combine_function_lines(stmts: List[Stmt]) -> List[str]:
 
 
 def store_line(name: str, var: str, dtype: str, offset: str, mask: str = "") -> str:
-    value = f"{var}.to({TL_DTYPES[dtype]})"
+    value = bf16_triton(var) if dtype == "bfloat16" else f"{var}.to({TL_DTYPES[dtype]})"
     masked = f", mask={mask}" if mask else ""
     return f"{INDENT}tl.store({name}_ptr + {offset}, {value}{masked})"
 

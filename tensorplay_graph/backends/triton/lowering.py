@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ...errors import LoweringError
 from .codegen_reduction import Emitter, RowOps, emit_rule
+from ...prims.pointwise_lowerings import HALF_FLOATS, round16_triton
 from .kernel_desc import KernelDesc, OutputArg, TensorArg, compute_dtype, literal
 from .plan import KernelPlan, PointwiseSpace, RowsSpace
 
@@ -237,6 +238,10 @@ def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int)
         expr = prim.render("triton", **mapped)
         if common == "bool" and tm.dtype == "bool":
             expr = f"({expr} != 0)"
+        if tm.dtype in HALF_FLOATS:
+            # eager rounds each 16-bit op's result to its dtype; the kernel computes in fp32
+            # (rounding is idempotent: a cast that already rounded is unchanged)
+            expr = round16_triton(expr, tm.dtype)
         per_row = any(em.per_row.get(var_of.get(v, ""), False) for v in args.values() if is_node(v))
         return em.emit(var, expr, compute_dtype(tm.dtype), src, per_row=per_row)
     row = RowOps(em, var, src, n, node_meta(args["a"]).dtype, tm.dtype)
