@@ -4,6 +4,7 @@ Runs WITHOUT the interpreter: triton.compile(ASTSource(...), target=GPUTarget("c
 """
 
 import os
+import sys
 
 import pytest
 
@@ -15,7 +16,8 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 
 from tensorplay_graph.backends.triton.compile_check import check_plan  # noqa: E402
 from tensorplay_graph.backends.triton.lowering import plan_region  # noqa: E402
-from tensorplay_graph.backends.triton.testing import build, cases  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "interp"))
+from triton_regions import build, cases  # noqa: E402  (a test fixture, not shipped)
 
 CASES = {name: (program, factory) for name, program, factory in cases()}
 

@@ -16,6 +16,7 @@ cannot match eager, and the backend's ``supports`` declines those.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Optional
 
 from ..ir.meta import TensorMeta
@@ -169,18 +170,31 @@ def bf16_bits_triton(x: str) -> str:
     return f"tl.where({f} != {f}, ({bits} >> 16) | 0x40, {rounded})"
 
 
+def _emulate_bf16() -> bool:
+    """Whether bfloat16 conversions are spelled in integer ops: only for Triton's CPU
+    interpreter (``TRITON_INTERPRET=1``), whose casts truncate; GPUs convert natively with
+    round-to-nearest-even, so their kernels keep the native (cheaper) casts."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
 def bf16_triton(x: str) -> str:
     """``x`` rounded to a bfloat16 value (for a store)."""
+    if not _emulate_bf16():
+        return f"{x}.to(tl.bfloat16)"
     return f"{bf16_bits_triton(x)}.to(tl.int16).to(tl.bfloat16, bitcast=True)"
 
 
 def bf16_round_triton(x: str) -> str:
     """``x`` rounded to bfloat16, kept as float32 (exact, subnormals too)."""
+    if not _emulate_bf16():
+        return f"{x}.to(tl.bfloat16).to(tl.float32)"
     return f"({bf16_bits_triton(x)} << 16).to(tl.float32, bitcast=True)"
 
 
 def bf16_load_triton(loaded: str) -> str:
     """A loaded bfloat16 value as float32 (the interpreter's own upcast flushes subnormals)."""
+    if not _emulate_bf16():
+        return f"{loaded}.to(tl.float32)"
     return f"({loaded}.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)"
 
 

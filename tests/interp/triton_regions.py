@@ -21,8 +21,8 @@ class _Builder:
         self.values = {}
 
     def call(self, target: Any, *args: Any, **kwargs: Any):
-        from ... import prims
-        from ...ir.node import map_arg
+        from tensorplay_graph import prims
+        from tensorplay_graph.ir.node import map_arg
         node = self.graph.call_function(target, tuple(args), dict(kwargs))
         found = prims.lookup(node)
         if found is None:
