@@ -104,6 +104,12 @@ def run_cell(args: argparse.Namespace, framework: str, backend: str) -> Counter:
             logger.warning("%s/%s seed %d killed the process (rc %d): %s", framework, backend,
                            last_started, proc.returncode, proc.stderr.strip()[-300:])
             seed = last_started + 1
+        elif proc.returncode != 0 and done and max(done) == chunk_stop - 1:
+            # Every seed reported, then the process died on exit (TensorPlay 1.0.0's heap
+            # damage surfaces at interpreter shutdown): the chunk is complete.
+            logger.warning("%s/%s worker for seeds %d..%d died on exit (rc %d)", framework,
+                           backend, seed, chunk_stop - 1, proc.returncode)
+            seed = chunk_stop
         elif proc.returncode != 0:  # died while importing or building the first program
             counts["crash"] += 1
             counts[f"sig:crash: worker died before a program (rc {proc.returncode})"] += 1
