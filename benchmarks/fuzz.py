@@ -86,6 +86,8 @@ def run_cell(args: argparse.Namespace, framework: str, backend: str) -> Counter:
                 continue
             done.add(rec["seed"])
             counts[rec["status"]] += 1
+            if rec["status"] == "skip":  # eager rejected the program, or is not deterministic
+                counts["sig:skip: " + rec["signature"].split(":")[1].strip()] += 1
             if rec["status"] in ("mismatch", "crash"):
                 counts["sig:" + rec.get("small_signature", rec["signature"])] += 1
                 logger.warning("%s/%s seed %d: %s -> %s", framework, backend, rec["seed"],

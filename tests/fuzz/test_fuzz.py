@@ -57,3 +57,22 @@ def test_generator_is_deterministic_and_covers_the_op_families():
     for needle in ("T.where(", ".sum(dim=", "softmax", "layer_norm", "@", ".transpose(", "_(",
                    "fuzz_affine(", ".to(T.", ".permute(", "float(\"inf\")"):
         assert needle in text, f"no generated program uses {needle!r}"
+
+
+def test_a_program_whose_eager_result_changes_between_calls_is_skipped_not_compared():
+    import torch
+    from fuzz_check import _eager_unstable
+
+    calls = iter(range(100))
+
+    def flaky(x):
+        return (x + next(calls),)
+
+    def steady(x):
+        return (x + 1,)
+
+    x = torch.zeros(3)
+    want = flaky(x)
+    why = _eager_unstable(flaky, lambda: (x,), want, [0], False)
+    assert why is not None and "not deterministic" in why
+    assert _eager_unstable(steady, lambda: (x,), steady(x), [0], False) is None
