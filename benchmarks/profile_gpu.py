@@ -1,9 +1,10 @@
 """Where one steady call of a compiled model goes: graph replay vs the rest, top CUDA kernels.
 
-    PYTHONPATH=$PWD python benchmarks/profile_gpu.py [gpt2|llama]
+    PYTHONPATH=$PWD python benchmarks/profile_gpu.py [gpt2|llama|resnet50] [ours|inductor]
 
 Prints JSON lines: the call (CUDA events), the CUDA-graph replay alone, the CPU time of one
-call without synchronizing, and torch.profiler's top kernels by CUDA time over 3 calls.
+call without synchronizing, and torch.profiler's top kernels by CUDA time over 3 calls (ours
+without CUDA graphs, so that each kernel shows).
 """
 
 from __future__ import annotations
@@ -22,11 +23,15 @@ from models_gpu import MODELS, first_tensor, steady_ms  # noqa: E402
 
 def main():
     name = sys.argv[1] if len(sys.argv) > 1 else "gpt2"
+    mode = sys.argv[2] if len(sys.argv) > 2 else "ours"
     torch.manual_seed(0)
     model, args = MODELS[name]()
     model = model.to("cuda", torch.bfloat16).eval()
-    args = tuple(a.to("cuda") for a in args)
+    args = tuple(a.to("cuda", torch.bfloat16) if a.is_floating_point() else a.to("cuda")
+                 for a in args)
     with torch.no_grad():
+        if mode == "inductor":
+            return profile_calls(name, mode, torch.compile(model), args)
         fn = tpg.compile(model)
         for _ in range(4):
             first_tensor(fn(*args))
@@ -43,13 +48,28 @@ def main():
         torch.cuda.synchronize()
         row["state"] = getattr(runner, "cuda_graphs", None)
         print(json.dumps(row), flush=True)
-        from torch.profiler import ProfilerActivity, profile
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for _ in range(3):
-                fn(*args)
-            torch.cuda.synchronize()
-        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=70))
-        print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=15, max_name_column_width=70))
+        profile_calls(name, mode, tpg.compile(model, options={"cuda_graphs": False}), args)
+
+
+def profile_calls(name, mode, fn, args, calls=3):
+    """torch.profiler's top CUDA kernels over ``calls`` steady calls, one JSON line each."""
+    from torch.profiler import ProfilerActivity, profile
+    for _ in range(4):
+        fn(*args)
+    torch.cuda.synchronize()
+    print(json.dumps({"model": name, "mode": mode, "call_ms_no_graphs": round(steady_ms(fn, args), 3)}))
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn(*args)
+        torch.cuda.synchronize()
+    # Kernels carry self device time; framework ops only inherit their kernels' time.
+    events = [e for e in prof.key_averages() if e.self_device_time_total > 0]
+    events.sort(key=lambda e: -e.self_device_time_total)
+    total = sum(e.self_device_time_total for e in events) / calls / 1e3
+    print(json.dumps({"model": name, "mode": mode, "gpu_busy_ms": round(total, 3)}))
+    for e in events[:22]:
+        print(json.dumps({"ms": round(e.self_device_time_total / calls / 1e3, 4), "n": e.count // calls,
+                          "kernel": e.key[:110]}))
 
 
 if __name__ == "__main__":
