@@ -129,7 +129,7 @@ def run_model(name, modes, results):
                 fn = make()
                 torch.cuda.synchronize()
                 start = time.perf_counter()
-                out = first_tensor(fn(*args)).float()
+                out = first_tensor(_first_call(fn, args, f"{name}/{mode}")).float()
                 torch.cuda.synchronize()
                 row["first_call_s"] = round(time.perf_counter() - start, 2)
                 row["max_rel_err"] = float((out - ref).abs().max().item() / scale)
@@ -155,6 +155,23 @@ def run_model(name, modes, results):
                 r["speedup_vs_inductor"] = round(base["inductor"]["ms"] / r["ms"], 3)
     del model
     torch.cuda.empty_cache()
+
+
+def _first_call(fn, args, label):
+    """``fn(*args)``; with TPG_BENCH_PROFILE_FIRST=1, cProfile's top functions go to stderr."""
+    if not os.environ.get("TPG_BENCH_PROFILE_FIRST"):
+        return fn(*args)
+    import cProfile
+    import io
+    import pstats
+    import sys
+    prof = cProfile.Profile()
+    out = prof.runcall(fn, *args)
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(40)
+    sys.stderr.write(f"--- first call profile: {label}\n{text.getvalue()}")
+    return out
 
 
 def _describe(fn, args, row):
