@@ -87,7 +87,13 @@ _QUIETED = False
 
 
 def tilelang_version() -> str:
-    return load_tilelang().__version__
+    """The installed TileLang's version, from its metadata: a cache key must not cost an
+    ``import tilelang`` (seconds), or a warm start pays it for kernels it never builds."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        return version("tilelang")
+    except (ImportError, PackageNotFoundError, ValueError):
+        return load_tilelang().__version__
 
 
 def write_atomic(path: Path, data: str) -> Path:

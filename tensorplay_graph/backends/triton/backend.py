@@ -23,6 +23,7 @@ from .cache import KernelCache
 from .codegen_rows import MAX_ROW
 from .kernel_desc import TL_DTYPES
 from .lowering import is_node, plan_region, row_dims
+from . import prewarm
 from .plan import eager_fallback, interpreting
 
 
@@ -87,6 +88,8 @@ class TritonBackend:
         if tm.device_type != "cuda" and not interpreting():
             return (f"tensor on {tm.device}: Triton kernels run on CUDA tensors "
                     "(on CPU only with TRITON_INTERPRET=1 set before Python starts)")
+        if tm.device_type == "cuda":
+            prewarm.start()
         for key, value in node.meta.get("prim_args", {}).items():
             if is_node(value):
                 vm = value.meta.get("tensor_meta")

@@ -15,6 +15,7 @@ import logging
 import time
 from typing import Any, Dict, List, Sequence, Tuple
 
+from . import prewarm
 from .codegen_pointwise import KernelSource
 from .layout import Layout
 
@@ -82,6 +83,7 @@ class SpecializedLaunch:
                 log.warning("triton launcher: direct launch failed (%s); using the JIT path", exc)
                 self._state = "jit"
         if state == "new":
+            prewarm.wait()
             start = time.perf_counter()
         compiled = self.jit_fn[self.grid](*args, **self.options)
         if state == "new":
