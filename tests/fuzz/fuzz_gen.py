@@ -382,8 +382,10 @@ class Generator:
         s = self.rng.choice(pure[-5:])
         if not self.try_add(Stmt(self.out_name(), s.code, s.args, s.kind)):
             return False
+        name = self.stmts[-1].out
+        if self.framework != "torch" and 0 in tuple(self.env[name].value.stride()):
+            return True  # no in-place write through an expand() on TensorPlay (see op_inplace)
         if self.rng.random() < 0.6:
-            name = self.stmts[-1].out
             self.try_add(Stmt(None, self.rng.choice(["{0}.mul_(10)", "{0}.add_(1)", "{0}.zero_()"]),
                               (name,), "arith"))
         return True
