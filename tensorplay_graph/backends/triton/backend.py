@@ -191,9 +191,17 @@ def _rows_verdict(node: Any, prim: Any) -> Optional[str]:
         # Empty rows: eager returns the identity (sum 0, mean nan) or raises (amax);
         # a rows kernel over no elements would launch no program for it.
         return f"{prim.name} over an empty tensor {shape} runs eagerly (identity or error)"
-    if n > MAX_ROW:
+    if n > MAX_ROW and not (isinstance(prim.lowering("triton"), Reduction) and
+                            _across_memory(shape, stride, dims)):
         return f"rows of {n} elements exceed the {MAX_ROW} a rows kernel keeps in registers"
     return None
+
+
+def _across_memory(shape: tuple, stride: tuple, dims: list) -> bool:
+    """Whether the reduced dims are strided and a kept dim is contiguous: a column kernel
+    (``codegen_columns``) loops over such rows, whatever their length."""
+    kept = [d for d in range(len(shape)) if d not in dims and shape[d] != 1]
+    return bool(dims) and stride[dims[-1]] != 1 and any(stride[d] == 1 for d in kept)
 
 
 def _eager_guard(region: Region):
@@ -212,8 +220,10 @@ def _render_examples(steps) -> List[str]:
         metas = [(tuple(n.meta["tensor_meta"].shape), tuple(n.meta["tensor_meta"].stride))
                  for n in step.inputs]
         source = step.plan.render(step.plan.layout_for(metas))
-        step.plan.cache.jit_function(source.name, source.text)
-        sources.append(source.text)
+        while source is not None:  # a two-stage kernel: each stage
+            step.plan.cache.jit_function(source.name, source.text)
+            sources.append(source.text)
+            source = source.next
     return sources
 
 

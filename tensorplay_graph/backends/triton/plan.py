@@ -22,8 +22,10 @@ from ...errors import LoweringError
 from ...frameworks import adapter_for
 from ...ir.meta import contiguous_strides
 from .cache import KernelCache, default_cache
+from .codegen_columns import columns_fit, render_columns
 from .codegen_pointwise import KernelSource, render_pointwise
 from .codegen_rows import MAX_ROW, render_rows
+from .columns import column_config, column_launch
 from .kernel_desc import KernelDesc
 from .launcher import SpecializedLaunch
 from .layout import Layout, broadcast_strides, make_layout
@@ -172,17 +174,27 @@ class KernelPlan:
         self.cache = cache or default_cache()
         self._specs: Dict[tuple, Tuple[SpecializedLaunch, list]] = {}
         self.sources: Dict[tuple, KernelSource] = {}
-        if isinstance(space, RowsSpace) and space.n > MAX_ROW:
-            raise LoweringError(f"triton backend: kernel {desc.name} needs rows of {space.n} elements; "
-                                f"rows kernels hold at most {MAX_ROW} in registers")
 
     def render(self, layout: Layout) -> KernelSource:
-        """The source for ``layout`` (rendered once per layout signature)."""
-        sig = layout.signature()
+        """The source for ``layout`` (rendered once per layout signature and kernel shape):
+        pointwise; a column kernel (``codegen_columns``) where rows run across memory; else
+        a rows kernel, one row per program."""
+        split = None
+        if layout.n is not None and columns_fit(self.desc, layout):
+            split = column_config(layout.numel // layout.n, layout.n).split > 1
+        sig = layout.signature() + (split,)
         src = self.sources.get(sig)
         if src is None:
-            render = render_rows if layout.n is not None else render_pointwise
-            src = render(self.desc, layout)
+            if split is not None:
+                src = render_columns(self.desc, layout, split)
+            elif layout.n is None:
+                src = render_pointwise(self.desc, layout)
+            elif layout.n > MAX_ROW:
+                raise LoweringError(f"triton backend: kernel {self.desc.name} needs rows of "
+                                    f"{layout.n} elements; rows kernels hold at most {MAX_ROW} "
+                                    f"in registers")
+            else:
+                src = render_rows(self.desc, layout)
             self.sources[sig] = src
         return src
 
@@ -192,6 +204,9 @@ class KernelPlan:
     def _specialize(self, tensors: Sequence[Any]) -> SpecializedLaunch:
         layout = self.layout_for([(tuple(t.shape), tuple(t.stride())) for t in tensors])
         source = self.render(layout)
+        if any(p[0] == "const" for p in source.params):  # a column kernel (codegen_columns)
+            return column_launch(lambda s: self.cache.jit_function(s.name, s.text), self.desc,
+                                 source, layout)
         fn = self.cache.jit_function(source.name, source.text)
         if layout.n is None:
             block = min(1024, max(128, next_pow2(layout.numel)))

@@ -1,0 +1,230 @@
+"""Render a rows ``KernelDesc`` whose rows run across memory: column reductions.
+
+``x.sum(0)`` of an ``(R, C)`` tensor reduces ``C`` rows of ``R`` elements lying ``C`` apart.
+One program per row (``codegen_rows``) reads one element per cache line. Here a program
+takes ``BLOCK_K`` consecutive rows (kept indices: contiguous in memory) and loops over the
+reduced index in ``BLOCK_R x BLOCK_K`` tiles, so every load is coalesced along the kept
+dim; each reduction accumulates elementwise in a 2-D register tile (fp32 for floats), which
+is reduced once after the loop. Tall inputs split the reduced index over ``SPLIT`` programs
+per column block: stage 1 writes each split's partial results to a workspace, stage 2
+combines them in a fixed order (deterministic, no atomics) and runs the per-row epilogue
+(``x.sum(0) * 2 + b``). Middle dims (``sum(1)`` of ``(B, R, C)``) are the same kernel: the
+kept dims ``(B, C)`` are one flat index split into coordinates.
+
+Only *single-phase* descriptions qualify (:func:`value_classes`): each reduction reads the
+row through elementwise work only, and what follows a reduction reads per-row values only.
+Softmax or ``var`` (a reduced value used back on the row) keep the rows kernel.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional
+
+from .codegen_common import (INDENT, _neutral, combine_function_lines, header, load_expr,
+                             signature_lines, store_line)
+from .codegen_pointwise import KernelSource, _coords, operand_names, strided_offset
+from .kernel_desc import TL_DTYPES, KernelDesc
+from .layout import Layout
+
+_NAME = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
+#: value classes: over the row (``elem``), one per row (``row``), constant along the row
+ELEM, ROW, CONST = "elem", "row", "const"
+_COMBINE = {"sum": "{a} + {b}", "prod": "{a} * {b}", "max": "tl.maximum({a}, {b})",
+            "min": "tl.minimum({a}, {b})"}
+
+
+def value_classes(desc: KernelDesc) -> Optional[Dict[str, str]]:
+    """The class of every value, or None when ``desc`` needs several passes over a row."""
+    kind: Dict[str, str] = {a.name: CONST if a.per_row else ELEM for a in desc.inputs}
+    for stmt in desc.stmts:
+        names = _NAME.findall(stmt.expr)
+        refs = {kind[n] for n in names if n in kind}
+        if "cols" in names:  # the index along the row
+            refs.add(ELEM)
+        if stmt.reduce is not None:
+            if ROW in refs or stmt.dtype == "bool":
+                return None
+            kind[stmt.var] = ROW
+        elif ELEM in refs and ROW in refs:
+            return None
+        else:
+            kind[stmt.var] = ELEM if ELEM in refs else ROW if ROW in refs else CONST
+    for out in desc.outputs:
+        if kind.get(out.var) == (ELEM if out.per_row else ROW):
+            return None
+    return kind
+
+
+def columns_fit(desc: KernelDesc, layout: Layout) -> bool:
+    """Whether ``layout`` reads its rows across memory and ``desc`` is single-phase.
+
+    The first full-row input decides: its row is strided and its innermost kept dim is
+    contiguous (loads along the kept dims coalesce)."""
+    first = next((i for i, a in enumerate(desc.inputs) if not a.per_row), None)
+    if first is None or layout.n is None or layout.col_strides[first] in (0, 1):
+        return False
+    if layout.strides[first][-1] != 1:
+        return False
+    return value_classes(desc) is not None
+
+
+def _tile(acc: str) -> str:
+    return f"tl.full([BLOCK_R, BLOCK_K], {acc}, {{dtype}})"
+
+
+def render_columns(desc: KernelDesc, layout: Layout, split: bool) -> KernelSource:
+    """Stage 1 (and, with ``split``, stage 2 as ``.next``) for ``layout``."""
+    desc.validate()
+    classes = value_classes(desc)
+    assert classes is not None, "render_columns needs a single-phase description"
+    first = _render(desc, layout, classes, stage=1 if split else 0)
+    if not split:
+        return first
+    second = _render(desc, layout, classes, stage=2)
+    return KernelSource(first.name, first.text, first.params, first.constexprs, second)
+
+
+def _params(desc: KernelDesc, layout: Layout, stage: int) -> List[tuple]:
+    names = operand_names(desc)
+    reduces = [s for s in desc.stmts if s.reduce is not None]
+    ndim = len(layout.sizes)
+    full = [not a.per_row for a in desc.inputs] + [not o.per_row for o in desc.outputs]
+    params: List[tuple] = [("ptr", i) for i in range(len(names))]
+    if stage:
+        params += [("ptr", len(names) + j) for j in range(len(reduces))]
+    params += [("n",), ("const", "num_k", None)]
+    params += [("const", "split_rows", None)] if stage == 1 else []
+    params += [("const", "n_split", None)] if stage == 2 else []
+    params += [("size", d) for d in range(1, ndim)]
+    for i in range(len(names)):
+        params += [("stride", i, d) for d in range(ndim)]
+        if full[i] and stage != 2:
+            params.append(("col_stride", i))
+    return params
+
+
+def _text(param: tuple, desc: KernelDesc) -> str:
+    names = operand_names(desc)
+    reduces = [s.var for s in desc.stmts if s.reduce is not None]
+    kind = param[0]
+    if kind == "ptr":
+        i = param[1]
+        return f"{names[i]}_ptr" if i < len(names) else f"{reduces[i - len(names)]}_part_ptr"
+    if kind == "const":
+        return param[1]
+    if kind == "size":
+        return f"size{param[1]}"
+    if kind == "stride":
+        return f"{names[param[1]]}_stride{param[2]}"
+    if kind == "col_stride":
+        return f"{names[param[1]]}_col_stride"
+    return "n_cols"
+
+
+def _render(desc: KernelDesc, layout: Layout, classes: Dict[str, str], stage: int) -> KernelSource:
+    """``stage`` 0: the whole kernel; 1: loop over one split, write partials; 2: combine
+    partials and run the epilogue."""
+    names = operand_names(desc)
+    ndim = len(layout.sizes)
+    wide = layout.numel >= 2 ** 31
+    params = _params(desc, layout, stage)
+    name = desc.name if stage < 2 else f"{desc.name}_combine"
+    what = {0: "one program per BLOCK_K rows, looping over the row",
+            1: "stage 1: SPLIT programs per BLOCK_K rows write partial results",
+            2: "stage 2: partial results combined in order, then the epilogue"}[stage]
+    rows = " x ".join(str(s) for s in layout.sizes)
+    lines = header(desc, f"{rows} rows of {layout.n} elements strided in memory; {what}")
+    lines += combine_function_lines(desc.stmts)
+    lines += signature_lines(name, [_text(p, desc) for p in params], ["BLOCK_R", "BLOCK_K"])
+    pid = "tl.program_id(0).to(tl.int64)" if wide else "tl.program_id(0)"
+    lines += [f"{INDENT}ks = {pid} * BLOCK_K + tl.arange(0, BLOCK_K)[None, :]",
+              f"{INDENT}kmask = ks < num_k"]
+    lines += _coords(ndim, "ks", "r")
+    offsets = [strided_offset(n, ndim, "r") for n in names]
+    for i, arg in enumerate(desc.inputs):
+        if arg.per_row:
+            lines.append(f"{INDENT}{arg.name} = {load_expr(arg.name, arg.dtype, offsets[i], 'kmask')}")
+    lines += [f"{INDENT}{s.var} = {s.expr}" for s in desc.stmts
+              if s.reduce is None and classes[s.var] == CONST]
+    reduces = [s for s in desc.stmts if s.reduce is not None]
+    if stage == 2:
+        lines += _combine_partials(reduces)
+    else:
+        lines += _loop(desc, classes, offsets, stage, wide)
+        for s in reduces:
+            lines.append(f"{INDENT}{s.var} = {_final(s)}")
+    if stage == 1:
+        for s in reduces:
+            lines.append(f"{INDENT}tl.store({s.var}_part_ptr + tl.program_id(1) * num_k + ks, "
+                         f"{s.var}, mask=kmask)")
+        return KernelSource(name, "\n".join(lines) + "\n", tuple(params), ("BLOCK_R", "BLOCK_K"))
+    lines += [f"{INDENT}{s.var} = {s.expr}" for s in desc.stmts
+              if s.reduce is None and classes[s.var] == ROW]
+    base = len(desc.inputs)
+    for j, out in enumerate(desc.outputs):
+        if out.per_row:
+            lines.append(store_line(out.name, out.var, out.dtype, offsets[base + j], "kmask"))
+    return KernelSource(name, "\n".join(lines) + "\n", tuple(params), ("BLOCK_R", "BLOCK_K"))
+
+
+def _neutral_of(stmt) -> str:
+    if stmt.identity is not None and stmt.dtype.startswith("float"):
+        return stmt.identity
+    return _neutral(stmt.reduce, stmt.dtype)
+
+
+def _loop(desc: KernelDesc, classes: Dict[str, str], offsets: List[str], stage: int,
+          wide: bool) -> List[str]:
+    """The loop over the reduced index: loads, elementwise work, accumulation, full-row stores."""
+    body = INDENT * 2
+    lines = []
+    reduces = [s for s in desc.stmts if s.reduce is not None]
+    for s in reduces:
+        init = _tile(_neutral_of(s)).format(dtype=TL_DTYPES[s.dtype])
+        lines.append(f"{INDENT}{s.var}_acc = {init}")
+    if stage == 1:
+        lines += [f"{INDENT}row_start = tl.program_id(1) * split_rows",
+                  f"{INDENT}row_end = tl.minimum(row_start + split_rows, n_cols)"]
+    else:
+        lines += [f"{INDENT}row_start = 0", f"{INDENT}row_end = n_cols"]
+    rr = "tl.arange(0, BLOCK_R)[:, None]" + (".to(tl.int64)" if wide else "")
+    lines += [f"{INDENT}for start in range(row_start, row_end, BLOCK_R):",
+              f"{body}cols = start + {rr}",
+              f"{body}mask = kmask & (cols < n_cols)"]
+    for i, arg in enumerate(desc.inputs):
+        if not arg.per_row:
+            offset = f"{offsets[i]} + cols * {arg.name}_col_stride"
+            lines.append(f"{body}{arg.name} = {load_expr(arg.name, arg.dtype, offset, 'mask')}")
+    for s in desc.stmts:
+        if s.reduce is None and classes[s.var] == ELEM:
+            lines.append(f"{body}{s.var} = {s.expr}")
+        elif s.reduce is not None:
+            masked = f"tl.where(mask, {s.expr}, {_neutral_of(s)})"
+            lines.append(f"{body}{s.var}_acc = " + _COMBINE[s.reduce].format(a=f"{s.var}_acc", b=masked))
+    base = len(desc.inputs)
+    for j, out in enumerate(desc.outputs):
+        if not out.per_row:
+            name = out.name
+            offset = f"{offsets[base + j]} + cols * {name}_col_stride"
+            lines.append(INDENT + store_line(name, out.var, out.dtype, offset, "mask"))
+    return lines
+
+
+def _final(stmt) -> str:
+    """The accumulator tile reduced over the row axis, kept 2-D: ``[1, BLOCK_K]``."""
+    if stmt.reduce == "prod":
+        return f"tl.reduce({stmt.var}_acc, 0, _tpg_mul, keep_dims=True)"
+    return f"tl.{stmt.reduce}({stmt.var}_acc, axis=0, keep_dims=True)"
+
+
+def _combine_partials(reduces) -> List[str]:
+    lines = []
+    for s in reduces:
+        neutral = _neutral_of(s)
+        lines += [f"{INDENT}{s.var} = tl.full([1, BLOCK_K], {neutral}, {TL_DTYPES[s.dtype]})",
+                  f"{INDENT}for split in range(0, n_split):",
+                  f"{INDENT * 2}part = tl.load({s.var}_part_ptr + split * num_k + ks, mask=kmask, "
+                  f"other={neutral})",
+                  f"{INDENT * 2}{s.var} = " + _COMBINE[s.reduce].format(a=s.var, b="part")]
+    return lines
