@@ -132,7 +132,8 @@ class RowsSpace:
 
     def _full_strides(self, shape: Shape, stride: Shape, dropped: bool) -> Shape:
         if dropped:
-            shape, stride = list(shape), list(stride)
+            lead = len(self.outer) - len(shape)  # eager aligns it with the reduced shape's tail
+            shape, stride = [1] * lead + list(shape), [0] * lead + list(stride)
             for d in self.reduce_dims:  # re-insert dropped reduced dims as size 1
                 shape.insert(d, 1)
                 stride.insert(d, 0)
