@@ -23,7 +23,7 @@ from typing import Dict, List, Optional
 
 from .codegen_common import (INDENT, _neutral, combine_function_lines, header, load_expr,
                              signature_lines, store_line)
-from .codegen_pointwise import KernelSource, _coords, operand_names, strided_offset
+from .codegen_pointwise import KernelSource, _coords, operand_names
 from .kernel_desc import TL_DTYPES, KernelDesc
 from .layout import Layout
 
@@ -98,7 +98,7 @@ def _params(desc: KernelDesc, layout: Layout, stage: int) -> List[tuple]:
     params += [("const", "n_split", None)] if stage == 2 else []
     params += [("size", d) for d in range(1, ndim)]
     for i in range(len(names)):
-        params += [("stride", i, d) for d in range(ndim)]
+        params += [("stride", i, d) for d in range(ndim) if not unit_last(layout, i, d)]
         if full[i] and stage != 2:
             params.append(("col_stride", i))
     return params
@@ -122,6 +122,23 @@ def _text(param: tuple, desc: KernelDesc) -> str:
     return "n_cols"
 
 
+def unit_last(layout: Layout, i: int, d: int) -> bool:
+    """Whether dim ``d`` is operand ``i``'s innermost kept dim with stride 1: written as a
+    plain index so Triton sees contiguous lanes and vectorizes the loads."""
+    return d == len(layout.sizes) - 1 and layout.strides[i][d] == 1
+
+
+def column_signature(layout: Layout) -> tuple:
+    """What a column kernel's source depends on besides ``Layout.signature()``."""
+    return tuple(unit_last(layout, i, len(layout.sizes) - 1) for i in range(len(layout.strides)))
+
+
+def _offset(name: str, i: int, layout: Layout) -> str:
+    ndim = len(layout.sizes)
+    return " + ".join(f"r{d}" if unit_last(layout, i, d) else f"r{d} * {name}_stride{d}"
+                      for d in range(ndim))
+
+
 def _render(desc: KernelDesc, layout: Layout, classes: Dict[str, str], stage: int) -> KernelSource:
     """``stage`` 0: the whole kernel; 1: loop over one split, write partials; 2: combine
     partials and run the epilogue."""
@@ -141,7 +158,7 @@ def _render(desc: KernelDesc, layout: Layout, classes: Dict[str, str], stage: in
     lines += [f"{INDENT}ks = {pid} * BLOCK_K + tl.arange(0, BLOCK_K)[None, :]",
               f"{INDENT}kmask = ks < num_k"]
     lines += _coords(ndim, "ks", "r")
-    offsets = [strided_offset(n, ndim, "r") for n in names]
+    offsets = [_offset(n, i, layout) for i, n in enumerate(names)]
     for i, arg in enumerate(desc.inputs):
         if arg.per_row:
             lines.append(f"{INDENT}{arg.name} = {load_expr(arg.name, arg.dtype, offsets[i], 'kmask')}")

@@ -22,7 +22,7 @@ from ...errors import LoweringError
 from ...frameworks import adapter_for
 from ...ir.meta import contiguous_strides
 from .cache import KernelCache, default_cache
-from .codegen_columns import columns_fit, render_columns
+from .codegen_columns import column_signature, columns_fit, render_columns
 from .codegen_pointwise import KernelSource, render_pointwise
 from .codegen_rows import MAX_ROW, render_rows
 from .columns import column_config, column_launch
@@ -180,10 +180,11 @@ class KernelPlan:
         """The source for ``layout`` (rendered once per layout signature and kernel shape):
         pointwise; a column kernel (``codegen_columns``) where rows run across memory; else
         a rows kernel, one row per program."""
-        split = None
+        split, units = None, ()
         if layout.n is not None and columns_fit(self.desc, layout):
             split = column_config(layout.numel // layout.n, layout.n).split > 1
-        sig = layout.signature() + (split,)
+            units = column_signature(layout)
+        sig = layout.signature() + (split, units)
         src = self.sources.get(sig)
         if src is None:
             if split is not None:
