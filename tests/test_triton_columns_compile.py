@@ -49,3 +49,11 @@ def test_cross_entropy_rows_compiles():
     (result,) = _check(lambda g, x, t: g.call(cross_entropy_rows, g.call(torch.Tensor.float, x), t),
                        logits, target)
     assert "ex2" in result["ptx"]  # tl.exp
+
+
+def test_whole_tensor_sum_and_multi_pass_softmax_compile():
+    """One long contiguous row (a 1-wide tile, split) and a three-loop softmax over dim 0."""
+    (whole,) = _check(lambda g, x: g.call(torch.sum, x), torch.empty(300000))
+    assert whole["stages"] == 2
+    (soft,) = _check(lambda g, x: g.call(torch.softmax, x, dim=0), torch.empty(512, 64))
+    assert soft["stages"] == 1

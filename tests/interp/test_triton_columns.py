@@ -97,12 +97,36 @@ def test_size_one_dims(shape):
     check_case(BACKEND, PROGRAMS["amax0"], (x,), "float32")
 
 
-def test_two_pass_patterns_keep_the_rows_kernel():
-    """Centering over dim 0 reads the mean back on the row: not single-phase."""
-    def prog(b, x):
-        return b.call(torch.sub, x, b.call(torch.mean, x, dim=0, keepdim=True))
-    _, kernel = check_case(BACKEND, prog, (torch.randn(70, 20),), "float32")
-    assert _kind(kernel) == "rows"
+MULTI_PASS = {
+    # reads the mean back on the row: two loops over it
+    "center dim 0": (lambda b, x: b.call(torch.sub, x, b.call(torch.mean, x, dim=0, keepdim=True)), 2),
+    "var dim 0": (lambda b, x: b.call(torch.var, x, dim=0), 2),
+    "softmax dim 0": (lambda b, x: b.call(torch.softmax, x, dim=0), 3),
+    "log_softmax dim 1 of 3-d": (lambda b, x: b.call(torch.log_softmax, x, dim=1), 3),
+}
+
+
+@pytest.mark.parametrize("name", list(MULTI_PASS))
+def test_multi_pass_patterns_loop_over_strided_rows(name):
+    program, loops = MULTI_PASS[name]
+    x = torch.randn(3, 70, 20) if "3-d" in name else torch.randn(130, 20)
+    x.view(-1)[7] = float("inf")
+    _, kernel = check_case(BACKEND, program, (x,), "float32")
+    assert _kind(kernel) == "columns" and f"{loops} loop(s) over the row" in kernel.source
+
+
+@pytest.mark.parametrize("name,program", [
+    ("sum", PROGRAMS["sum_dims01"]),
+    ("amax keepdim", lambda b, x: b.call(torch.amax, x, dim=-1, keepdim=True)),
+    ("softmax", lambda b, x: b.call(torch.softmax, x, dim=-1)),
+])
+def test_rows_longer_than_registers_loop(name, program):
+    """Contiguous rows past the 32768 elements a rows kernel holds: the looped kernel (a
+    whole-tensor sum also splits its one long row)."""
+    x = torch.randn(2, 40000, dtype=torch.bfloat16)
+    x[1, 123] = float("nan")
+    _, kernel = check_case(BACKEND, program, (x,), "bfloat16")
+    assert _kind(kernel) in ("columns", "split"), kernel.source
 
 
 def test_product_path_fuses_the_epilogue_and_declines_empty():

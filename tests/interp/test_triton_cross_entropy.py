@@ -103,3 +103,12 @@ def test_weight_label_smoothing_and_gradients_keep_the_framework_call():
     want = logits.clone().requires_grad_()
     F.cross_entropy(want * 2.0, target).backward()
     torch.testing.assert_close(leaf.grad, want.grad)
+
+
+def test_vocabulary_longer_than_registers_loops():
+    """A 40000-class row exceeds what a rows kernel holds: two loops over it (max, then the
+    sum of exp and the target's logit)."""
+    logits, target = torch.randn(3, 40000), _targets(3, 40000, every=2)
+    _check(lambda x, t: F.cross_entropy(x, t), logits, target, kernels=2)
+    plan = tpg.explain(lambda x, t: F.cross_entropy(x, t), logits, target, backend="triton")
+    assert "2 loop(s) over the row" in plan.kernels[0].source

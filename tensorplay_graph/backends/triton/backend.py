@@ -172,7 +172,7 @@ class TritonBackend:
 
 
 def _rows_verdict(node: Any, prim: Any) -> Optional[str]:
-    """Whether a reduction / norm node's row fits one rows kernel."""
+    """Whether a reduction / norm node's rows fit one kernel (rows or column kernel)."""
     a = node.meta["prim_args"].get("a")
     if not is_node(a):
         return "reduced operand is not a tensor node"
@@ -191,17 +191,11 @@ def _rows_verdict(node: Any, prim: Any) -> Optional[str]:
         # Empty rows: eager returns the identity (sum 0, mean nan) or raises (amax);
         # a rows kernel over no elements would launch no program for it.
         return f"{prim.name} over an empty tensor {shape} runs eagerly (identity or error)"
-    if n > MAX_ROW and not (isinstance(prim.lowering("triton"), Reduction) and
-                            _across_memory(shape, stride, dims)):
-        return f"rows of {n} elements exceed the {MAX_ROW} a rows kernel keeps in registers"
+    if n > MAX_ROW and node.meta["tensor_meta"].dtype == "bool":
+        # Longer rows loop (codegen_columns), which accumulates in the compute dtype; a
+        # reduction to bool has none there.
+        return f"{prim.name} to bool over rows of {n} elements (a rows kernel holds {MAX_ROW})"
     return None
-
-
-def _across_memory(shape: tuple, stride: tuple, dims: list) -> bool:
-    """Whether the reduced dims are strided and a kept dim is contiguous: a column kernel
-    (``codegen_columns``) loops over such rows, whatever their length."""
-    kept = [d for d in range(len(shape)) if d not in dims and shape[d] != 1]
-    return bool(dims) and stride[dims[-1]] != 1 and any(stride[d] == 1 for d in kept)
 
 
 def _eager_guard(region: Region):

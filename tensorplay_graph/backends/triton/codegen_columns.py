@@ -19,6 +19,7 @@ Softmax or ``var`` (a reduced value used back on the row) keep the rows kernel.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from .codegen_common import (INDENT, _neutral, combine_function_lines, header, load_expr,
@@ -34,39 +35,57 @@ _COMBINE = {"sum": "{a} + {b}", "prod": "{a} * {b}", "max": "tl.maximum({a}, {b}
             "min": "tl.minimum({a}, {b})"}
 
 
-def value_classes(desc: KernelDesc) -> Optional[Dict[str, str]]:
-    """The class of every value, or None when ``desc`` needs several passes over a row."""
+@dataclass(frozen=True)
+class Passes:
+    """Which loop over the row computes each value.
+
+    ``kind[v]``: ``elem`` / ``row`` / ``const``. ``level[v]``: an ``elem`` value is computed in
+    loops ``level`` and later (it reads per-row results of earlier loops); a ``row`` value is
+    known after loop ``level - 1``; a reduction accumulates in the loop of its operand's level.
+    ``loops``: how many passes over the row (softmax: 3; a plain sum: 1).
+    """
+
+    kind: Dict[str, str]
+    level: Dict[str, int]
+    loops: int
+
+
+def passes_of(desc: KernelDesc) -> Optional[Passes]:
+    """The passes ``desc`` needs over each row; None when a reduction is over bools."""
     kind: Dict[str, str] = {a.name: CONST if a.per_row else ELEM for a in desc.inputs}
+    level: Dict[str, int] = {a.name: 0 for a in desc.inputs}
+    loops = 1
     for stmt in desc.stmts:
-        names = _NAME.findall(stmt.expr)
-        refs = {kind[n] for n in names if n in kind}
-        if "cols" in names:  # the index along the row
-            refs.add(ELEM)
+        names = [n for n in _NAME.findall(stmt.expr) if n in kind]
+        kinds = {kind[n] for n in names}
+        if "cols" in _NAME.findall(stmt.expr):  # the index along the row
+            kinds.add(ELEM)
+        at = max((level[n] for n in names), default=0)
         if stmt.reduce is not None:
-            if ROW in refs or stmt.dtype == "bool":
+            if stmt.dtype == "bool":
                 return None
-            kind[stmt.var] = ROW
-        elif ELEM in refs and ROW in refs:
-            return None
+            kind[stmt.var], level[stmt.var] = ROW, at + 1
+            loops = max(loops, at + 1)
         else:
-            kind[stmt.var] = ELEM if ELEM in refs else ROW if ROW in refs else CONST
+            kind[stmt.var] = ELEM if ELEM in kinds else ROW if ROW in kinds else CONST
+            level[stmt.var] = at
     for out in desc.outputs:
-        if kind.get(out.var) == (ELEM if out.per_row else ROW):
-            return None
-    return kind
+        if not out.per_row:
+            loops = max(loops, level[out.var] + 1)
+    return Passes(kind, level, loops)
 
 
-def columns_fit(desc: KernelDesc, layout: Layout) -> bool:
-    """Whether ``layout`` reads its rows across memory and ``desc`` is single-phase.
-
-    The first full-row input decides: its row is strided and its innermost kept dim is
-    contiguous (loads along the kept dims coalesce)."""
+def columns_fit(desc: KernelDesc, layout: Layout, max_row: int) -> bool:
+    """Whether a column kernel serves ``layout``: the first full-row input's rows are strided
+    with a contiguous innermost kept dim (loads coalesce along the kept dims), or its rows
+    are contiguous but longer than the ``max_row`` a rows kernel keeps in registers."""
     first = next((i for i, a in enumerate(desc.inputs) if not a.per_row), None)
-    if first is None or layout.n is None or layout.col_strides[first] in (0, 1):
+    if first is None or layout.n is None or passes_of(desc) is None:
         return False
-    if layout.strides[first][-1] != 1:
-        return False
-    return value_classes(desc) is not None
+    col = layout.col_strides[first]
+    if col == 1:
+        return layout.n > max_row
+    return col != 0 and layout.strides[first][-1] == 1
 
 
 def _tile(acc: str) -> str:
@@ -74,14 +93,15 @@ def _tile(acc: str) -> str:
 
 
 def render_columns(desc: KernelDesc, layout: Layout, split: bool) -> KernelSource:
-    """Stage 1 (and, with ``split``, stage 2 as ``.next``) for ``layout``."""
+    """Stage 1 (and, with ``split``, stage 2 as ``.next``) for ``layout``; ``split`` needs a
+    single pass over the row."""
     desc.validate()
-    classes = value_classes(desc)
-    assert classes is not None, "render_columns needs a single-phase description"
-    first = _render(desc, layout, classes, stage=1 if split else 0)
+    passes = passes_of(desc)
+    assert passes is not None and (passes.loops == 1 or not split), "see passes_of"
+    first = _render(desc, layout, passes, stage=1 if split else 0)
     if not split:
         return first
-    second = _render(desc, layout, classes, stage=2)
+    second = _render(desc, layout, passes, stage=2)
     return KernelSource(first.name, first.text, first.params, first.constexprs, second)
 
 
@@ -99,7 +119,7 @@ def _params(desc: KernelDesc, layout: Layout, stage: int) -> List[tuple]:
     params += [("size", d) for d in range(1, ndim)]
     for i in range(len(names)):
         params += [("stride", i, d) for d in range(ndim) if not unit_last(layout, i, d)]
-        if full[i] and stage != 2:
+        if full[i] and stage != 2 and layout.col_strides[i] != 1:
             params.append(("col_stride", i))
     return params
 
@@ -130,7 +150,8 @@ def unit_last(layout: Layout, i: int, d: int) -> bool:
 
 def column_signature(layout: Layout) -> tuple:
     """What a column kernel's source depends on besides ``Layout.signature()``."""
-    return tuple(unit_last(layout, i, len(layout.sizes) - 1) for i in range(len(layout.strides)))
+    last = len(layout.sizes) - 1
+    return tuple(unit_last(layout, i, last) for i in range(len(layout.strides)))
 
 
 def _offset(name: str, i: int, layout: Layout) -> str:
@@ -139,7 +160,11 @@ def _offset(name: str, i: int, layout: Layout) -> str:
                       for d in range(ndim))
 
 
-def _render(desc: KernelDesc, layout: Layout, classes: Dict[str, str], stage: int) -> KernelSource:
+def _col_offset(name: str, i: int, layout: Layout) -> str:
+    return "cols" if layout.col_strides[i] == 1 else f"cols * {name}_col_stride"
+
+
+def _render(desc: KernelDesc, layout: Layout, passes: Passes, stage: int) -> KernelSource:
     """``stage`` 0: the whole kernel; 1: loop over one split, write partials; 2: combine
     partials and run the epilogue."""
     names = operand_names(desc)
@@ -147,11 +172,11 @@ def _render(desc: KernelDesc, layout: Layout, classes: Dict[str, str], stage: in
     wide = layout.numel >= 2 ** 31
     params = _params(desc, layout, stage)
     name = desc.name if stage < 2 else f"{desc.name}_combine"
-    what = {0: "one program per BLOCK_K rows, looping over the row",
+    what = {0: f"one program per BLOCK_K rows, {passes.loops} loop(s) over the row",
             1: "stage 1: SPLIT programs per BLOCK_K rows write partial results",
             2: "stage 2: partial results combined in order, then the epilogue"}[stage]
     rows = " x ".join(str(s) for s in layout.sizes)
-    lines = header(desc, f"{rows} rows of {layout.n} elements strided in memory; {what}")
+    lines = header(desc, f"{rows} rows of {layout.n} elements, looped over; {what}")
     lines += combine_function_lines(desc.stmts)
     lines += signature_lines(name, [_text(p, desc) for p in params], ["BLOCK_R", "BLOCK_K"])
     pid = "tl.program_id(0).to(tl.int64)" if wide else "tl.program_id(0)"
@@ -163,26 +188,35 @@ def _render(desc: KernelDesc, layout: Layout, classes: Dict[str, str], stage: in
         if arg.per_row:
             lines.append(f"{INDENT}{arg.name} = {load_expr(arg.name, arg.dtype, offsets[i], 'kmask')}")
     lines += [f"{INDENT}{s.var} = {s.expr}" for s in desc.stmts
-              if s.reduce is None and classes[s.var] == CONST]
+              if s.reduce is None and passes.kind[s.var] == CONST]
     reduces = [s for s in desc.stmts if s.reduce is not None]
     if stage == 2:
         lines += _combine_partials(reduces)
+        lines += _row_lines(desc, passes, 1)
     else:
-        lines += _loop(desc, classes, offsets, stage, wide)
-        for s in reduces:
-            lines.append(f"{INDENT}{s.var} = {_final(s)}")
+        for loop in range(passes.loops):
+            lines += _loop(desc, layout, passes, loop, offsets, stage, wide)
+            for s in reduces:
+                if passes.level[s.var] == loop + 1:
+                    lines.append(f"{INDENT}{s.var} = {_final(s)}")
+            if stage == 0:
+                lines += _row_lines(desc, passes, loop + 1)
     if stage == 1:
         for s in reduces:
             lines.append(f"{INDENT}tl.store({s.var}_part_ptr + tl.program_id(1) * num_k + ks, "
                          f"{s.var}, mask=kmask)")
         return KernelSource(name, "\n".join(lines) + "\n", tuple(params), ("BLOCK_R", "BLOCK_K"))
-    lines += [f"{INDENT}{s.var} = {s.expr}" for s in desc.stmts
-              if s.reduce is None and classes[s.var] == ROW]
     base = len(desc.inputs)
     for j, out in enumerate(desc.outputs):
         if out.per_row:
             lines.append(store_line(out.name, out.var, out.dtype, offsets[base + j], "kmask"))
     return KernelSource(name, "\n".join(lines) + "\n", tuple(params), ("BLOCK_R", "BLOCK_K"))
+
+
+def _row_lines(desc: KernelDesc, passes: Passes, level: int) -> List[str]:
+    """Per-row statements known once the reductions of loop ``level - 1`` are done."""
+    return [f"{INDENT}{s.var} = {s.expr}" for s in desc.stmts
+            if s.reduce is None and passes.kind[s.var] == ROW and passes.level[s.var] == level]
 
 
 def _neutral_of(stmt) -> str:
@@ -191,19 +225,20 @@ def _neutral_of(stmt) -> str:
     return _neutral(stmt.reduce, stmt.dtype)
 
 
-def _loop(desc: KernelDesc, classes: Dict[str, str], offsets: List[str], stage: int,
-          wide: bool) -> List[str]:
-    """The loop over the reduced index: loads, elementwise work, accumulation, full-row stores."""
+def _loop(desc: KernelDesc, layout: Layout, passes: Passes, loop: int, offsets: List[str],
+          stage: int, wide: bool) -> List[str]:
+    """Pass ``loop`` over the row: loads, the elementwise work known by then, the reductions
+    of this pass, the full-row outputs of this pass."""
     body = INDENT * 2
     lines = []
-    reduces = [s for s in desc.stmts if s.reduce is not None]
+    reduces = [s for s in desc.stmts if s.reduce is not None and passes.level[s.var] == loop + 1]
     for s in reduces:
         init = _tile(_neutral_of(s)).format(dtype=TL_DTYPES[s.dtype])
         lines.append(f"{INDENT}{s.var}_acc = {init}")
     if stage == 1:
         lines += [f"{INDENT}row_start = tl.program_id(1) * split_rows",
                   f"{INDENT}row_end = tl.minimum(row_start + split_rows, n_cols)"]
-    else:
+    elif loop == 0:
         lines += [f"{INDENT}row_start = 0", f"{INDENT}row_end = n_cols"]
     rr = "tl.arange(0, BLOCK_R)[:, None]" + (".to(tl.int64)" if wide else "")
     lines += [f"{INDENT}for start in range(row_start, row_end, BLOCK_R):",
@@ -211,20 +246,19 @@ def _loop(desc: KernelDesc, classes: Dict[str, str], offsets: List[str], stage: 
               f"{body}mask = kmask & (cols < n_cols)"]
     for i, arg in enumerate(desc.inputs):
         if not arg.per_row:
-            offset = f"{offsets[i]} + cols * {arg.name}_col_stride"
+            offset = f"{offsets[i]} + {_col_offset(arg.name, i, layout)}"
             lines.append(f"{body}{arg.name} = {load_expr(arg.name, arg.dtype, offset, 'mask')}")
     for s in desc.stmts:
-        if s.reduce is None and classes[s.var] == ELEM:
+        if s.reduce is None and passes.kind[s.var] == ELEM and passes.level[s.var] <= loop:
             lines.append(f"{body}{s.var} = {s.expr}")
-        elif s.reduce is not None:
+        elif s in reduces:
             masked = f"tl.where(mask, {s.expr}, {_neutral_of(s)})"
             lines.append(f"{body}{s.var}_acc = " + _COMBINE[s.reduce].format(a=f"{s.var}_acc", b=masked))
     base = len(desc.inputs)
     for j, out in enumerate(desc.outputs):
-        if not out.per_row:
-            name = out.name
-            offset = f"{offsets[base + j]} + cols * {name}_col_stride"
-            lines.append(INDENT + store_line(name, out.var, out.dtype, offset, "mask"))
+        if not out.per_row and passes.level[out.var] == loop:
+            offset = f"{offsets[base + j]} + {_col_offset(out.name, base + j, layout)}"
+            lines.append(INDENT + store_line(out.name, out.var, out.dtype, offset, "mask"))
     return lines
 
 

@@ -64,20 +64,37 @@ def _override(n: int) -> Tuple[int, ...]:
     return values
 
 
-def column_config(num_k: int, n: int) -> ColumnConfig:
-    """Blocks, warps and split for ``num_k`` rows (kept indices) of ``n`` elements."""
+def column_config(num_k: int, n: int, contiguous: bool = False, single_pass: bool = True
+                  ) -> ColumnConfig:
+    """Blocks, warps and split for ``num_k`` rows (kept indices) of ``n`` elements.
+
+    ``contiguous``: the rows themselves are contiguous (rows too long for a rows kernel): few
+    rows per tile, long along the row. Only a ``single_pass`` kernel splits its rows."""
     forced = _override(n)
-    block_k = forced[1] if forced else min(256, max(16, _next_pow2(num_k)))
-    block_r = forced[0] if forced else max(1, min(_next_pow2(n), TILE // block_k))
-    warps = forced[2] if forced else (8 if block_r * block_k >= TILE else 4)
+    if forced:
+        block_r, block_k, warps = forced[:3]
+    else:
+        block_k = min(4 if contiguous else 256, max(1 if contiguous else 16, _next_pow2(num_k)))
+        block_r = max(1, min(_next_pow2(n), TILE // block_k))
+        warps = 8 if block_r * block_k >= TILE else 4
     tiles = _cdiv(n, block_r)
-    if len(forced) == 4:
+    if not single_pass:
+        split = 1
+    elif len(forced) == 4:
         split = forced[3]
     else:
         split = min(tiles // MIN_TILES, _cdiv(TARGET_PROGRAMS, _cdiv(num_k, block_k)))
     split = max(1, min(split, tiles))
     split_rows = _cdiv(tiles, split) * block_r
     return ColumnConfig(block_r, block_k, warps, _cdiv(n, split_rows), split_rows)
+
+
+def config_for(desc: KernelDesc, layout: Layout) -> ColumnConfig:
+    """The configuration of a column kernel of ``desc`` over ``layout`` (see ``columns_fit``)."""
+    from .codegen_columns import passes_of
+    first = next(i for i, a in enumerate(desc.inputs) if not a.per_row)
+    return column_config(layout.numel // layout.n, layout.n, layout.col_strides[first] == 1,
+                         passes_of(desc).loops == 1)
 
 
 def _filled(source: KernelSource, values: dict) -> KernelSource:
@@ -108,7 +125,7 @@ def column_launch(jit: Any, desc: KernelDesc, source: KernelSource, layout: Layo
 
     ``jit(source) -> @triton.jit function``."""
     num_k = layout.numel // layout.n
-    cfg = column_config(num_k, layout.n)
+    cfg = config_for(desc, layout)
     values = {"num_k": num_k, "split_rows": cfg.split_rows, "n_split": cfg.split}
     blocks = {"BLOCK_R": cfg.block_r, "BLOCK_K": cfg.block_k}
     grid_k = _cdiv(num_k, cfg.block_k)

@@ -56,14 +56,14 @@ def check_plan(plan: Any, in_meta) -> Dict[str, Any]:
     """Compile-check a ``KernelPlan`` for the layout of ``in_meta`` [(shape, stride), ...];
     a two-stage column kernel builds both stages (the result is the last one's, with
     ``"stages"``: how many built)."""
-    from .columns import column_config
+    from .columns import config_for
     from .plan import next_pow2
     layout = plan.layout_for(in_meta)
     source = plan.render(layout)
     if layout.n is None:
         constexprs, warps = {"BLOCK_SIZE": 1024}, 4
     elif any(p[0] == "const" for p in source.params):
-        cfg = column_config(layout.numel // layout.n, layout.n)
+        cfg = config_for(plan.desc, layout)
         constexprs, warps = {"BLOCK_R": cfg.block_r, "BLOCK_K": cfg.block_k}, cfg.warps
     else:
         block = next_pow2(layout.n)

@@ -25,7 +25,7 @@ from .cache import KernelCache, default_cache
 from .codegen_columns import column_signature, columns_fit, render_columns
 from .codegen_pointwise import KernelSource, render_pointwise
 from .codegen_rows import MAX_ROW, render_rows
-from .columns import column_config, column_launch
+from .columns import column_launch, config_for
 from .kernel_desc import KernelDesc
 from .launcher import SpecializedLaunch
 from .layout import Layout, broadcast_strides, make_layout
@@ -181,9 +181,9 @@ class KernelPlan:
         pointwise; a column kernel (``codegen_columns``) where rows run across memory; else
         a rows kernel, one row per program."""
         split, units = None, ()
-        if layout.n is not None and columns_fit(self.desc, layout):
-            split = column_config(layout.numel // layout.n, layout.n).split > 1
-            units = column_signature(layout)
+        if layout.n is not None and columns_fit(self.desc, layout, MAX_ROW):
+            split = config_for(self.desc, layout).split > 1
+            units = column_signature(layout) + tuple(c == 1 for c in layout.col_strides)
         sig = layout.signature() + (split, units)
         src = self.sources.get(sig)
         if src is None:
