@@ -5,7 +5,10 @@ indices (512 B of bf16 per tile row: whole cache lines), ``BLOCK_R`` fills the t
 8192 elements. Few column blocks over a tall row (``x.sum(0)`` of 32768 x 4096: 16 blocks)
 would leave most SMs idle, so the reduced index is split until about
 ``TARGET_PROGRAMS`` programs run, each over at least ``MIN_TILES`` tiles; a split
-launches a second, small kernel that combines the partial results in order.
+launches a second, small kernel that combines the partial results in order. A kernel with
+several passes over the row (softmax over dim 0) cannot split: it narrows ``BLOCK_K`` to
+16 kept indices (one 32-byte sector of bf16) until about ``MIN_PROGRAMS`` programs run.
+Contiguous rows too long for a rows kernel take 1-4 rows per tile, long along the row.
 
 ``TPG_TRITON_COLUMN_CONFIG="BLOCK_R,BLOCK_K,WARPS[,SPLIT]"`` overrides the choice
 (benchmarks sweep it).
@@ -29,6 +32,8 @@ from .layout import Layout
 TARGET_PROGRAMS = 1024
 #: Tiles each split loops over at least (amortizes its partial-result store).
 MIN_TILES = 4
+#: Column blocks a multi-pass kernel (which cannot split) aims for, narrowing BLOCK_K.
+MIN_PROGRAMS = 256
 TILE = 8192
 
 
@@ -75,6 +80,8 @@ def column_config(num_k: int, n: int, contiguous: bool = False, single_pass: boo
         block_r, block_k, warps = forced[:3]
     else:
         block_k = min(4 if contiguous else 256, max(1 if contiguous else 16, _next_pow2(num_k)))
+        if not (single_pass or contiguous):  # no split: narrower blocks give more programs
+            block_k = min(block_k, max(16, _next_pow2(_cdiv(num_k, MIN_PROGRAMS))))
         block_r = max(1, min(_next_pow2(n), TILE // block_k))
         warps = 8 if block_r * block_k >= TILE else 4
     tiles = _cdiv(n, block_r)
