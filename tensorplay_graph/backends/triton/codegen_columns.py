@@ -1,19 +1,19 @@
-"""Render a rows ``KernelDesc`` whose rows run across memory: column reductions.
+"""Render a rows ``KernelDesc`` as looped tiles: rows strided in memory, or too long.
 
 ``x.sum(0)`` of an ``(R, C)`` tensor reduces ``C`` rows of ``R`` elements lying ``C`` apart.
 One program per row (``codegen_rows``) reads one element per cache line. Here a program
 takes ``BLOCK_K`` consecutive rows (kept indices: contiguous in memory) and loops over the
 reduced index in ``BLOCK_R x BLOCK_K`` tiles, so every load is coalesced along the kept
 dim; each reduction accumulates elementwise in a 2-D register tile (fp32 for floats), which
-is reduced once after the loop. Tall inputs split the reduced index over ``SPLIT`` programs
-per column block: stage 1 writes each split's partial results to a workspace, stage 2
-combines them in a fixed order (deterministic, no atomics) and runs the per-row epilogue
-(``x.sum(0) * 2 + b``). Middle dims (``sum(1)`` of ``(B, R, C)``) are the same kernel: the
-kept dims ``(B, C)`` are one flat index split into coordinates.
+is reduced once after the loop. Middle dims (``sum(1)`` of ``(B, R, C)``) are the same
+kernel: the kept dims ``(B, C)`` are one flat index split into coordinates. Contiguous rows
+longer than a rows kernel holds in registers loop the same way, with narrow ``BLOCK_K``.
 
-Only *single-phase* descriptions qualify (:func:`value_classes`): each reduction reads the
-row through elementwise work only, and what follows a reduction reads per-row values only.
-Softmax or ``var`` (a reduced value used back on the row) keep the rows kernel.
+A reduced value read back on the row (softmax, ``var``, ``x - x.mean(0)``) takes one more
+loop over the row per level (:func:`passes_of`). A single-pass kernel may split the reduced
+index over ``SPLIT`` programs per column block: stage 1 writes each split's partial results
+to a workspace, stage 2 combines them in a fixed order (deterministic, no atomics) and runs
+the per-row epilogue (``x.sum(0) * 2 + b``).
 """
 
 from __future__ import annotations
