@@ -32,6 +32,7 @@ import tensorplay_graph as tpg  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "interp"))
 
 M, N, BF = 32768, 4096, torch.bfloat16
+ONLY = []  # --workloads filter
 
 
 # ----------------------------------------------------------------------------- programs
@@ -50,9 +51,38 @@ def add_ln_gelu(x, r, w, b):
     return F.gelu(F.layer_norm(x + r, (N,), w, b))
 
 
+def column_sum(x):
+    return x.sum(0)
+
+
+def cross_entropy_upcast(logits, target):
+    return F.cross_entropy(logits.float(), target)
+
+
+def cross_entropy(logits, target):
+    return F.cross_entropy(logits, target)
+
+
 def _rnd(*shape, dtype=torch.float32):
     return torch.randn(*shape, device="cuda", dtype=dtype)
 
+
+V = 32000  # vocabulary of the cross-entropy rows (8192 tokens)
+
+
+def _logits():
+    target = torch.randint(0, V, (8192,), device="cuda")
+    target[::97] = -100  # a few ignored tokens, as padding gives
+    return _rnd(8192, V, dtype=BF), target
+
+
+#: What each workload must lower to, beyond "one region kernel, nothing eager": text every
+#: generated kernel source holds, and how many @triton.jit functions the region has.
+EXPECT = {
+    "column sum 32768x4096 bf16 over dim 0": {"holds": ["BLOCK_R", "_combine("], "jit": 2},
+    "cross_entropy(logits.float()) 8192x32000 bf16": {"holds": ["cross_entropy_rows_max"], "jit": 2},
+    "cross_entropy 8192x32000 bf16": {"holds": ["cross_entropy_rows_max"], "jit": 2},
+}
 
 WORKLOADS = [
     # name, program, inputs, bytes moved (ideal), launch_bound
@@ -61,6 +91,9 @@ WORKLOADS = [
     ("add+layer_norm+gelu 32768x4096 bf16", add_ln_gelu,
      lambda: (_rnd(M, N, dtype=BF), _rnd(M, N, dtype=BF), _rnd(N, dtype=BF), _rnd(N, dtype=BF)), 3 * 2 * M * N, False),
     ("pointwise chain 1024 fp32 (launch bound)", chain, lambda: (_rnd(1024), _rnd(1024)), 3 * 4 * 1024, True),
+    ("column sum 32768x4096 bf16 over dim 0", column_sum, lambda: (_rnd(M, N, dtype=BF),), 2 * M * N, False),
+    ("cross_entropy(logits.float()) 8192x32000 bf16", cross_entropy_upcast, _logits, 2 * 8192 * V, False),
+    ("cross_entropy 8192x32000 bf16", cross_entropy, _logits, 2 * 8192 * V, False),
 ]
 
 
@@ -106,14 +139,17 @@ def bench_wall(fn, args, iters=2000):
     return (time.perf_counter() - start) / iters * 1e6
 
 
-def peak_mb(fn, args):
+def peak_mb(fn, args, extra=False):
+    """Peak MB allocated during a call (inputs included); ``extra``: above what was allocated
+    before it (the call's own temporaries and result)."""
     fn(*args)
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
     fn(*args)
     torch.cuda.synchronize()
-    return torch.cuda.max_memory_allocated() / 2 ** 20
+    return (torch.cuda.max_memory_allocated() - (before if extra else 0)) / 2 ** 20
 
 
 def copy_bandwidth():
@@ -149,12 +185,26 @@ def kernel_only(compiled, args):
     return calls[0].meta["kernel"]
 
 
+def expect_kernels(name, program, args):
+    """The region's generated source holds what ``EXPECT`` says (the intended kernel kind)."""
+    want = EXPECT.get(name)
+    if want is None:
+        return
+    source = tpg.explain(program, *args, backend="triton").kernels[0].source
+    jits = source.count("@triton.jit")
+    missing = [text for text in want["holds"] if text not in source]
+    assert not missing and jits == want["jit"], \
+        f"{name}: expected {want}, got {jits} kernels lacking {missing}:\n{source}"
+
+
 # ----------------------------------------------------------------------------- steps
 def run_workloads(results):
     copy_gbs = copy_bandwidth()
     results["copy_GBps"] = copy_gbs
     print(f"device copy bandwidth: {copy_gbs:.0f} GB/s", flush=True)
     for index, (name, program, make, nbytes, launch_bound) in enumerate(WORKLOADS):
+        if ONLY and not any(word in name for word in ONLY):
+            continue
         args = make()
         ref = program(*args)
         tol = 1e-4 if args[0].dtype == torch.float32 else 6e-2
@@ -164,6 +214,7 @@ def run_workloads(results):
         check(out, ref, tol)
         shape = summary(ours)
         assert shape["eager"] == [] and len(shape["kernels"]) == 1, f"{name}: lowered to {shape}"
+        expect_kernels(name, program, args)
         fresh_caches()
         ind = torch.compile(program)
         _, ind_cold = first_call(ind, args)
@@ -190,6 +241,7 @@ def run_workloads(results):
             row["pct_copy_bw_ours"] = 100 * row["GBps_ours"] / copy_gbs
         for key in ("eager", "inductor", "ours"):
             row[f"peak_MB_{key}"] = peak_mb(fns[key], args)
+            row[f"peak_extra_MB_{key}"] = peak_mb(fns[key], args, extra=True)
         unit = "us" if launch_bound else "ms"
         row["speedup_vs_inductor"] = row[f"{unit}_inductor"] / row[f"{unit}_ours"]
         row["speedup_vs_eager"] = row[f"{unit}_eager"] / row[f"{unit}_ours"]
@@ -359,7 +411,7 @@ def launch_overhead(results):
     plan = next(c.cell_contents for c in kernel.fn.__closure__
                 if type(c.cell_contents).__name__ == "KernelPlan")
     outs = plan(*args)
-    spec, allocate = next(iter(plan._specs.values()))
+    spec, allocate = next(iter(plan._specs.values()))[:2]
     operands = args + tuple(outs)
     parts = {
         "tpg.compile call": lambda: compiled(*args),
@@ -388,19 +440,53 @@ def launch_overhead(results):
     print(json.dumps(report, indent=1), flush=True)
 
 
+def sweep(results):
+    """Column-sum tile / split configurations and cross-entropy row warps, fresh compiles each
+    (``TPG_TRITON_COLUMN_CONFIG``, ``TPG_TRITON_ROW_WARPS``): which defaults to keep."""
+    report = {}
+    x = _rnd(M, N, dtype=BF)
+    ref = column_sum(x)
+    configs = [f"{r},{k},{w}" + (f",{sp}" if sp else "") for r, k, w in
+               ((32, 256, 8), (64, 128, 8), (16, 256, 4), (32, 128, 4), (64, 256, 8), (16, 512, 8))
+               for sp in ("", 16, 32, 64, 128)]
+    for key, env, program, args, want in (
+            [("colsum " + c, ("TPG_TRITON_COLUMN_CONFIG", c), column_sum, (x,), ref) for c in configs]
+            + [(f"cross_entropy warps {w}", ("TPG_TRITON_ROW_WARPS", str(w)), cross_entropy_upcast,
+                None, None) for w in (4, 8, 16, 32)]):
+        os.environ[env[0]] = env[1]
+        try:
+            if args is None:
+                args = _logits()
+                want = program(*args)
+            compiled = tpg.compile(program, backend="triton")
+            check(compiled(*args), want, 6e-2)
+            ms = bench_gpu(compiled, args)
+            nbytes = sum(a.numel() * a.element_size() for a in args)
+            report[key] = {"ms": ms, "GBps": nbytes / ms / 1e6}
+        except Exception as exc:  # a config that does not build is a result too
+            report[key] = f"FAIL {type(exc).__name__}: {str(exc)[:200]}"
+        finally:
+            del os.environ[env[0]]
+        print(key, report[key], flush=True)
+    results["sweep"] = report
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=".")
     parser.add_argument("--only", default="workloads,model,correctness,overhead",
-                        help="comma-separated steps; 'launch' runs only the launch-bound workload")
+                        help="comma-separated steps (also: sweep)")
+    parser.add_argument("--workloads", default="",
+                        help="only the workloads whose name contains one of these comma-separated words")
     opts = parser.parse_args(argv)
+    ONLY[:] = [w for w in opts.workloads.split(",") if w]
     os.makedirs(opts.out, exist_ok=True)
     import triton
     results = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": torch.cuda.get_device_name(),
                "torch": torch.__version__, "triton": triton.__version__, "workloads": []}
     torch.cuda.init()
     steps = {"correctness": correctness, "workloads": run_workloads, "model": model_workload,
-             "overhead": launch_overhead}
+             "overhead": launch_overhead, "sweep": sweep}
     for step in opts.only.split(","):
         if step not in steps:
             continue

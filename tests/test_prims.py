@@ -15,6 +15,7 @@ from tensorplay_graph import prims
 from tensorplay_graph.errors import ShapeError
 from tensorplay_graph.frameworks import tensor_meta
 from tensorplay_graph.ir.meta import TensorMeta
+from tensorplay_graph.prims.losses import cross_entropy_rows
 from tensorplay_graph.prims.nn import batch_norm_channels
 from tensorplay_graph.prims.pointwise import REFERENCE_NAMESPACE
 from tensorplay_graph.prims.rules import broadcast_shapes, promote_types, result_type
@@ -132,6 +133,16 @@ CASES = [
     Case("batch_norm_channels", lambda m, a, mu, v, w, b: batch_norm_channels(a, mu, v, w, b, 1e-3),
          (arr((2, 3, 4)), arr((3, 1)), arr((3, 1), **POS), arr((3, 1)), arr((3, 1))),
          lambda a, mu, v, w, b: dict(a=a, mean=mu, var=v, weight=w, bias=b, eps=1e-3)),
+    # losses (prims/losses.py)
+    Case("cross_entropy", lambda m, a, t: m.nn.functional.cross_entropy(a, t, reduction="none"),
+         (arr((2, 5, 3)), np.array([[0, 4, -100], [2, 1, 3]], dtype="int64")),
+         lambda a, t: dict(a=a, target=t, reduction="none")),
+    Case("cross_entropy", lambda m, a, t: m.nn.functional.cross_entropy(a, t, size_average=False),
+         (arr((4, 5)), np.array([0, 4, 2, 1], dtype="int64")),
+         lambda a, t: dict(a=a, target=t, size_average=False), frameworks=("torch",), id="legacy"),
+    Case("cross_entropy_rows", lambda m, a, t: cross_entropy_rows(a, t, ignore_index=1),
+         (arr((4, 5)), np.array([0, 4, 1, 1], dtype="int64")),
+         lambda a, t: dict(a=a, target=t, ignore_index=1)),
 ]
 
 # TensorPlay results that differ from torch; the meta rules follow torch.

@@ -73,7 +73,7 @@ CASES = {
 #: Prims whose rule hands the node to the framework's own backward (``OPAQUE``), not
 #: a formula of ours: the training tests cover them through eager's kernels.
 FRAMEWORK_BACKWARD = {"conv1d", "conv2d", "conv3d", "batch_norm", "dropout1d", "dropout2d",
-                      "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
+                      "dropout3d", "alpha_dropout", "feature_alpha_dropout", "cross_entropy"}
 
 
 def _value(spec, rng):

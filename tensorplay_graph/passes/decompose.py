@@ -12,6 +12,8 @@
   reshaped to broadcast against the input (``(C, 1, 1)`` for NCHW): a pointwise scale /
   shift that joins the region of the convolution's epilogue (relu, residual add).
   The reshapes are views of the parameters, run eagerly before the region.
+* ``cross_entropy`` with class-index targets becomes a row reduction and its mean / sum
+  (:mod:`.decompose_losses`).
 
 Runs after ``shape_prop`` (it reads ``tensor_meta``) and gives every new node its
 ``prim``, ``prim_args`` and ``tensor_meta``. Training-mode calls are left as they are.
@@ -27,6 +29,7 @@ from typing import Any, Optional
 from .. import prims
 from ..ir.meta import TensorMeta
 from ..ir.node import Node, map_arg
+from .decompose_losses import decompose_cross_entropy
 from .normalize import graph_framework
 
 log = logging.getLogger(__name__)
@@ -157,6 +160,8 @@ def decompose(gm: Any) -> Any:
             removed += _drop_same_dtype_cast(node)
         elif prim.name == "batch_norm":
             rewritten += _batch_norm(node, framework)
+        elif prim.name == "cross_entropy":
+            rewritten += decompose_cross_entropy(node, framework)
     if removed or rewritten:
         from .normalize import normalize
         normalize(gm)  # readers' prim_args still name the replaced nodes

@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Tuple
 
-__all__ = ["Reduction", "Gemm", "COMBINES"]
+__all__ = ["Reduction", "RowBuilder", "Gemm", "COMBINES"]
 
 #: Associative combine ops a :class:`Reduction` may use, with their identity.
 COMBINES = {"sum": 0.0, "prod": 1.0, "max": -math.inf, "min": math.inf}
@@ -70,6 +70,20 @@ class Reduction:
                              f"{self.combine!r}; write a row builder for anything else")
         if self.identity is None:
             object.__setattr__(self, "identity", COMBINES[self.combine])
+
+
+@dataclass(frozen=True)
+class RowBuilder:
+    """A row builder (``fn(row, **prim_args) -> value``) whose ``per_row`` tensor arguments
+    hold one value per row, shaped like the result (the reduced dims dropped):
+    ``cross_entropy_rows``'s ``target``. A plain function is a builder whose other tensor
+    arguments broadcast against the reduced operand (``layer_norm``'s weight)."""
+
+    build: Callable[..., str]
+    per_row: Tuple[str, ...] = ()
+
+    def __call__(self, row: Any, **args: Any) -> str:
+        return self.build(row, **args)
 
 
 def _no_epilogue(acc: str, **_: Any) -> str:

@@ -189,7 +189,22 @@ _EXTRA_KWARGS = {"add": {"alpha": (2, 0.5)}, "sub": {"alpha": (2, -0.5)},
 _UNARY_KWARGS = {"gelu": ({}, {"approximate": "tanh"})}
 
 
+def cross_entropy_samples(fw: Framework, dtype: str) -> List[Sample]:
+    """``cross_entropy_rows`` has no framework spelling: torch's ``F.cross_entropy`` with
+    class-index targets decomposes into it (TensorPlay's stays the framework call)."""
+    if fw.name != "torch":
+        return []
+    x = fw.tensor(values(dtype, n_huge=False)[:8], dtype).reshape(2, 4)
+    t = fw.ns.tensor([3, -100])
+    ce = fw.functional.cross_entropy
+    return [Sample("rows", lambda a, b: ce(a, b, reduction="none"), (x, t)),
+            Sample("mean, ignore_index=2", lambda a, b: ce(a, b, ignore_index=2),
+                   (x.flip(1), fw.ns.tensor([1, 2])))]
+
+
 def reduction_samples(prim: Any, fw: Framework, dtype: str) -> List[Sample]:
+    if prim.name == "cross_entropy_rows":
+        return cross_entropy_samples(fw, dtype)
     f = fw.callable_of(prim)
     grid = fw.tensor(values(dtype, n_huge=False)[:8], dtype).reshape(2, 4)
     zero_d = fw.tensor(_values(dtype)[2], dtype)

@@ -175,7 +175,7 @@ class TritonBackend:
 
 
 def _rows_verdict(node: Any, prim: Any) -> Optional[str]:
-    """Whether a reduction / norm node's row fits one rows kernel."""
+    """Whether a reduction / norm node's rows fit one kernel (rows or column kernel)."""
     a = node.meta["prim_args"].get("a")
     if not is_node(a):
         return "reduced operand is not a tensor node"
@@ -194,8 +194,10 @@ def _rows_verdict(node: Any, prim: Any) -> Optional[str]:
         # Empty rows: eager returns the identity (sum 0, mean nan) or raises (amax);
         # a rows kernel over no elements would launch no program for it.
         return f"{prim.name} over an empty tensor {shape} runs eagerly (identity or error)"
-    if n > MAX_ROW:
-        return f"rows of {n} elements exceed the {MAX_ROW} a rows kernel keeps in registers"
+    if n > MAX_ROW and node.meta["tensor_meta"].dtype == "bool":
+        # Longer rows loop (codegen_columns), which accumulates in the compute dtype; a
+        # reduction to bool has none there.
+        return f"{prim.name} to bool over rows of {n} elements (a rows kernel holds {MAX_ROW})"
     return None
 
 
@@ -215,8 +217,10 @@ def _render_examples(steps) -> List[str]:
         metas = [(tuple(n.meta["tensor_meta"].shape), tuple(n.meta["tensor_meta"].stride))
                  for n in step.inputs]
         source = step.plan.render(step.plan.layout_for(metas))
-        step.plan.cache.jit_function(source.name, source.text)
-        sources.append(source.text)
+        while source is not None:  # a two-stage kernel: each stage
+            step.plan.cache.jit_function(source.name, source.text)
+            sources.append(source.text)
+            source = source.next
     return sources
 
 

@@ -8,7 +8,7 @@ space. Operands laid out like the index space use the flat offset directly
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from .codegen_common import INDENT, header, load_expr, signature_lines, stmt_lines, store_line
 from .kernel_desc import KernelDesc
@@ -21,13 +21,16 @@ class KernelSource:
 
     ``params`` lists every non-constexpr parameter in order as a tuple:
     ``("ptr", operand)``, ``("numel",)``, ``("size", dim)``, ``("stride", operand, dim)``,
-    ``("n",)`` or ``("col_stride", operand)``; operands count inputs, then outputs.
+    ``("n",)``, ``("col_stride", operand)`` or ``("const", name, value)`` (a value fixed per
+    launch configuration); operands count inputs, then outputs (then workspaces). ``next``:
+    a kernel launched right after this one over the same operands (a two-stage reduction).
     """
 
     name: str
     text: str
     params: Tuple[tuple, ...]
     constexprs: Tuple[str, ...]
+    next: Optional["KernelSource"] = None
 
 
 def operand_names(desc: KernelDesc) -> List[str]:

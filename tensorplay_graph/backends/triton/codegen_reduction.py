@@ -83,6 +83,11 @@ class RowOps:
     def literal(self, value: Any) -> str:
         return literal(value)
 
+    @property
+    def index(self) -> str:
+        """The position along the row (``0 .. n-1``) of each element: a value over the row."""
+        return "cols"
+
     def let(self, expr: str, name: Optional[str] = None, dtype: Optional[str] = None) -> str:
         """A value over the whole row."""
         return self.em.emit(self._name(name), expr, dtype or self.dtype, self.source)

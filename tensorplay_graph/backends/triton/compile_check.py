@@ -22,24 +22,17 @@ _PTR = {"float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32", "float64": 
 
 
 def signature_of(desc: KernelDesc, source: KernelSource, layout: Layout) -> Dict[str, str]:
-    """Triton signature (param -> type) of a generated kernel for ``layout``."""
+    """Triton signature (param -> type) of a generated kernel for ``layout``; pointers past
+    the operands are a column kernel's workspaces (one per reduction, its compute dtype)."""
     dtypes = [a.dtype for a in desc.inputs] + [o.dtype for o in desc.outputs]
-    names = [a.name for a in desc.inputs] + [o.name for o in desc.outputs]
+    dtypes += [s.dtype for s in desc.stmts if s.reduce is not None]
     int_type = "i64" if layout.numel >= 2 ** 31 else "i32"
     sig: Dict[str, str] = {}
-    for param in source.params:
-        if param[0] == "ptr":
-            sig[f"{names[param[1]]}_ptr"] = _PTR[dtypes[param[1]]]
-        else:
-            sig[_param_name(param, names)] = int_type
+    for i, param in enumerate(source.params):
+        sig[f"p{i}"] = _PTR[dtypes[param[1]]] if param[0] == "ptr" else int_type
     for name in source.constexprs:
         sig[name] = "constexpr"
     return sig
-
-
-def _param_name(param: tuple, names) -> str:
-    from .codegen_pointwise import _param_text
-    return _param_text(param, names)
 
 
 def compile_for_hopper(desc: KernelDesc, source: KernelSource, layout: Layout,
@@ -56,17 +49,29 @@ def compile_for_hopper(desc: KernelDesc, source: KernelSource, layout: Layout,
     src = ASTSource(fn, signature, constexprs=dict(constexprs))
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
     return {"ptx": compiled.asm.get("ptx", ""), "cubin_bytes": len(compiled.asm.get("cubin", b"")),
-            "seconds": time.perf_counter() - start}
+            "cubin": compiled.asm.get("cubin", b""), "seconds": time.perf_counter() - start}
 
 
 def check_plan(plan: Any, in_meta) -> Dict[str, Any]:
-    """Compile-check a ``KernelPlan`` for the layout of ``in_meta`` [(shape, stride), ...]."""
+    """Compile-check a ``KernelPlan`` for the layout of ``in_meta`` [(shape, stride), ...];
+    a two-stage column kernel builds both stages (the result is the last one's, with
+    ``"stages"``: how many built)."""
+    from .columns import config_for
     from .plan import next_pow2
     layout = plan.layout_for(in_meta)
     source = plan.render(layout)
     if layout.n is None:
         constexprs, warps = {"BLOCK_SIZE": 1024}, 4
+    elif any(p[0] == "const" for p in source.params):
+        cfg = config_for(plan.desc, layout)
+        constexprs, warps = {"BLOCK_R": cfg.block_r, "BLOCK_K": cfg.block_k}, cfg.warps
     else:
         block = next_pow2(layout.n)
         constexprs, warps = {"BLOCK_N": block}, (4 if block <= 4096 else 8 if block <= 8192 else 16)
-    return compile_for_hopper(plan.desc, source, layout, constexprs, warps, plan.cache)
+    stages = 0
+    while source is not None:
+        result = compile_for_hopper(plan.desc, source, layout, constexprs, warps, plan.cache)
+        stages += 1
+        source, constexprs, warps = source.next, dict(constexprs, BLOCK_R=1), 4
+    result["stages"] = stages
+    return result

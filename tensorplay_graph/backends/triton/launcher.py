@@ -40,6 +40,8 @@ def scalar_params(source: KernelSource, layout: Layout) -> List[Any]:
             values.append(layout.strides[param[1]][param[2]])
         elif kind == "col_stride":
             values.append(layout.col_strides[param[1]])
+        elif kind == "const":
+            values.append(param[2])
         else:
             raise AssertionError(f"unknown kernel parameter {param}")
     return values

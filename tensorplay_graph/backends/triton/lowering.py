@@ -155,8 +155,7 @@ def describe(group: Group, name: str, needed_outside: set) -> Tuple[KernelDesc, 
     arg_of: Dict[Tuple[Any, bool], str] = {}
     members = set(group.nodes)
     for node in group.nodes:
-        drop = _reads_dropped(group, node)
-        for v in _outside_operands(node, members):
+        for v, drop in _outside_operands(group, node, members):
             if (v, drop) not in arg_of:
                 tm = node_meta(v)
                 arg = arg_of[(v, drop)] = namer(v.name)
@@ -170,8 +169,7 @@ def describe(group: Group, name: str, needed_outside: set) -> Tuple[KernelDesc, 
     for d in group.dims or ():
         n *= group.shape[d]
     for node in group.nodes:
-        drop = _reads_dropped(group, node)
-        var_of.update((v, arg_of[(v, drop)]) for v in _outside_operands(node, members))
+        var_of.update((v, arg_of[(v, drop)]) for v, drop in _outside_operands(group, node, members))
         var_of[node] = _emit_node(em, node, namer(node.name), var_of, n)
     outputs = [node for node in group.nodes if node in needed_outside]
     out_args = []
@@ -188,12 +186,19 @@ def describe(group: Group, name: str, needed_outside: set) -> Tuple[KernelDesc, 
     return desc, inputs, outputs, space
 
 
-def _outside_operands(node: Any, members: set) -> List[Any]:
+def _outside_operands(group: Group, node: Any, members: set) -> List[Tuple[Any, bool]]:
+    """(operand, dropped) for each tensor ``node`` reads from outside the group; ``dropped``:
+    it holds one value per row without the reduced dims (a per-row pointwise node's
+    operand, or an argument the prim's row builder lists as ``per_row``)."""
+    drop = _reads_dropped(group, node)
+    prim = node.meta["prim"]
+    per_row = () if prim.kind == "pointwise" else getattr(prim.lowering("triton"), "per_row", ())
     out = []
-    for value in node.meta["prim_args"].values():
+    for key, value in node.meta["prim_args"].items():
         for v in (value if isinstance(value, (list, tuple)) else (value,)):
-            if is_node(v) and v not in members and v not in out:
-                out.append(v)
+            item = (v, drop or key in per_row)
+            if is_node(v) and v not in members and item not in out:
+                out.append(item)
     return out
 
 

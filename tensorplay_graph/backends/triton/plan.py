@@ -22,8 +22,10 @@ from ...errors import LoweringError
 from ...frameworks import adapter_for
 from ...ir.meta import contiguous_strides
 from .cache import KernelCache, default_cache
+from .codegen_columns import column_signature, columns_fit, render_columns
 from .codegen_pointwise import KernelSource, render_pointwise
 from .codegen_rows import MAX_ROW, render_rows
+from .columns import column_launch, config_for
 from .kernel_desc import KernelDesc
 from .launcher import SpecializedLaunch
 from .layout import Layout, broadcast_strides, make_layout
@@ -130,7 +132,8 @@ class RowsSpace:
 
     def _full_strides(self, shape: Shape, stride: Shape, dropped: bool) -> Shape:
         if dropped:
-            shape, stride = list(shape), list(stride)
+            lead = len(self.outer) - len(shape)  # eager aligns it with the reduced shape's tail
+            shape, stride = [1] * lead + list(shape), [0] * lead + list(stride)
             for d in self.reduce_dims:  # re-insert dropped reduced dims as size 1
                 shape.insert(d, 1)
                 stride.insert(d, 0)
@@ -172,17 +175,28 @@ class KernelPlan:
         self.cache = cache or default_cache()
         self._specs: Dict[tuple, Tuple[SpecializedLaunch, list]] = {}
         self.sources: Dict[tuple, KernelSource] = {}
-        if isinstance(space, RowsSpace) and space.n > MAX_ROW:
-            raise LoweringError(f"triton backend: kernel {desc.name} needs rows of {space.n} elements; "
-                                f"rows kernels hold at most {MAX_ROW} in registers")
 
     def render(self, layout: Layout) -> KernelSource:
-        """The source for ``layout`` (rendered once per layout signature)."""
-        sig = layout.signature()
+        """The source for ``layout`` (rendered once per layout signature and kernel shape):
+        pointwise; a column kernel (``codegen_columns``) where rows run across memory; else
+        a rows kernel, one row per program."""
+        split, units = None, ()
+        if layout.n is not None and columns_fit(self.desc, layout, MAX_ROW):
+            split = config_for(self.desc, layout).split > 1
+            units = column_signature(layout) + tuple(c == 1 for c in layout.col_strides)
+        sig = layout.signature() + (split, units)
         src = self.sources.get(sig)
         if src is None:
-            render = render_rows if layout.n is not None else render_pointwise
-            src = render(self.desc, layout)
+            if split is not None:
+                src = render_columns(self.desc, layout, split)
+            elif layout.n is None:
+                src = render_pointwise(self.desc, layout)
+            elif layout.n > MAX_ROW:
+                raise LoweringError(f"triton backend: kernel {self.desc.name} needs rows of "
+                                    f"{layout.n} elements; rows kernels hold at most {MAX_ROW} "
+                                    f"in registers")
+            else:
+                src = render_rows(self.desc, layout)
             self.sources[sig] = src
         return src
 
@@ -192,6 +206,9 @@ class KernelPlan:
     def _specialize(self, tensors: Sequence[Any]) -> SpecializedLaunch:
         layout = self.layout_for([(tuple(t.shape), tuple(t.stride())) for t in tensors])
         source = self.render(layout)
+        if any(p[0] == "const" for p in source.params):  # a column kernel (codegen_columns)
+            return column_launch(lambda s: self.cache.jit_function(s.name, s.text), self.desc,
+                                 source, layout)
         fn = self.cache.jit_function(source.name, source.text)
         if layout.n is None:
             block = min(1024, max(128, next_pow2(layout.numel)))
