@@ -267,3 +267,19 @@ def test_opcheck_aot_dispatch_compiles_a_training_call_through_aot_autograd():
     built = compiled_programs()[before:]
     assert built and built[-1].bridged == ["tpg_training_test::gated"]
     assert set(built[-1].runners) == {"forward", "backward"}
+
+
+def test_programs_since_counts_past_the_bounded_list():
+    # opcheck's AOT check looks for the program its call built; with 64+ programs recorded in
+    # the process (a long test session), the bounded list stops growing and a length-based
+    # lookup found nothing.
+    from tensorplay_graph.training.aot import programs_built, programs_since, record_program
+    from tensorplay_graph.training.report import TrainingProgram
+    for _ in range(70):
+        record_program(TrainingProgram(name="filler"), "filler")
+    before = programs_built()
+    fresh = TrainingProgram(name="fresh")
+    record_program(fresh, "graph")
+    assert programs_since(before) == [fresh]
+    assert fresh.name == f"graph_{before}"
+    assert programs_since(programs_built()) == []

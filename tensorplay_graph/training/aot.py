@@ -37,12 +37,34 @@ logger = logging.getLogger("tensorplay_graph.compile")
 
 _PROGRAMS: "collections.deque[TrainingProgram]" = collections.deque(maxlen=64)
 _PROGRAMS_LOCK = threading.Lock()
+_BUILT = 0  # programs ever recorded: the bounded list's length stops growing at 64
 
 
 def compiled_programs() -> List[TrainingProgram]:
     """The training programs ``torch.compile`` built in this process, oldest first (last 64)."""
     with _PROGRAMS_LOCK:
         return list(_PROGRAMS)
+
+
+def programs_built() -> int:
+    """How many training programs this process has recorded so far (not bounded)."""
+    return _BUILT
+
+
+def programs_since(count: int) -> List[TrainingProgram]:
+    """The recorded programs after the first ``count`` (those still in the bounded list)."""
+    with _PROGRAMS_LOCK:
+        newer = _BUILT - count
+        return list(_PROGRAMS)[-newer:] if newer > 0 else []
+
+
+def record_program(program: TrainingProgram, prefix: str) -> None:
+    """Name ``program`` by its serial number and append it to the bounded list."""
+    global _BUILT
+    with _PROGRAMS_LOCK:
+        program.name = f"{prefix}_{_BUILT}"
+        _BUILT += 1
+        _PROGRAMS.append(program)
 
 
 def needs_autograd(fx_gm: Any, example_inputs: Sequence[Any]) -> bool:
@@ -70,9 +92,8 @@ def aot_backend(fx_gm: Any, example_inputs: Sequence[Any], backends: Any,
     from .decompositions import training_decompositions
     from .torch_bridge import bridge_custom_ops, non_differentiable_ops
 
-    program = TrainingProgram(name=f"graph_{len(compiled_programs())}")
-    with _PROGRAMS_LOCK:
-        _PROGRAMS.append(program)
+    program = TrainingProgram(name="graph")
+    record_program(program, "graph")
     reasons = non_differentiable_ops(fx_gm)
     if reasons:
         return _eager_autograd(program, fx_gm, example_inputs, backends, options,

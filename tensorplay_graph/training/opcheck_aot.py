@@ -16,7 +16,7 @@ def check_aot_training(op: Any, program: Callable[..., Any], examples: List[Any]
     import torch
 
     from ..compiler import torch_backend
-    from .aot import compiled_programs
+    from .aot import programs_built, programs_since
 
     if op.mutates_args or not op.has_fake:
         return  # AOTAutograd refuses to differentiate through mutated leaves; no fake: no trace
@@ -41,7 +41,7 @@ def check_aot_training(op: Any, program: Callable[..., Any], examples: List[Any]
             torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
         return out, [i.grad for i in inputs]
 
-    before = len(compiled_programs())
+    before = programs_built()
     want_out, want_grads = run(program)
     got_out, got_grads = run(compiled)
     torch.testing.assert_close(got_out, want_out, equal_nan=True,
@@ -53,7 +53,7 @@ def check_aot_training(op: Any, program: Callable[..., Any], examples: List[Any]
         if g is not None:
             torch.testing.assert_close(g, w, equal_nan=True,
                                        msg=lambda m: f"{op.name}: gradient of input {i}: {m}")
-    built = compiled_programs()[before:]
+    built = programs_since(before)
     if not built:
         raise AssertionError(f"{op.name}: the training call did not reach the AOTAutograd path")
     if op.has_autograd and built[-1].eager_reason is None and op.name not in built[-1].bridged:

@@ -70,10 +70,8 @@ def build_training(captured: Any, args: Sequence[Any], backends: Sequence[str],
 
 def _remember(report: TrainingProgram) -> None:
     """Listed by ``training.compiled_programs()`` with the torch.compile programs."""
-    from .aot import _PROGRAMS, _PROGRAMS_LOCK
-    with _PROGRAMS_LOCK:
-        report.name = f"program_{len(_PROGRAMS)}"
-        _PROGRAMS.append(report)
+    from .aot import record_program
+    record_program(report, "program")
 
 
 def describe_training(runners: Any) -> List[str]:
