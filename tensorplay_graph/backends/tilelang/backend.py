@@ -22,7 +22,13 @@ from ...prims.lowering import Gemm
 from ..base import Kernel, Region, record_declines
 from . import exprs
 from . import plan as planner
-from .gemm import GEMM_DTYPES, EpInput, EpStep, GemmDesc, GemmKernel, heuristic_config, lower_cuda
+from ...frameworks import adapter_for
+from ..gemm_choice import CUBLAS, DEFAULT_POLICY, TILELANG, Candidate, check_policy
+from ..gemm_choice import choose as choose_gemm
+from . import cache
+from .autotune import cached_tilelang_ms, random_tensor, tilelang_inputs
+from .gemm import (GEMM_DTYPES, EpInput, EpStep, GemmDesc, GemmKernel, canonical, heuristic_config,
+                   lower_cuda)
 from .pointwise import PointwiseDesc, PwInput, PwOutput, PwStep, compile_pointwise
 from .program import numel
 
@@ -86,14 +92,21 @@ class TileLangBackend:
     # "auto" never picks it there. backend="tilelang" still compiles CPU regions.
     profitable_devices = ("cuda",)
 
-    def __init__(self, device: Optional[str] = None, autotune: bool = False) -> None:
+    def __init__(self, device: Optional[str] = None, autotune: bool = False,
+                 gemm: str = DEFAULT_POLICY, timer: Any = None) -> None:
         self.device = device
         self.autotune = autotune
+        self.gemm = check_policy(gemm)   # TileLang or cuBLAS per GEMM: see gemm_choice
+        self.timer = timer               # measures candidates (default: CUDA events)
 
-    def configure(self, device: Optional[str] = None, autotune: Optional[bool] = None) -> "TileLangBackend":
-        """A copy with options (``compile(..., backend_options={"tilelang": {...}})``)."""
+    def configure(self, device: Optional[str] = None, autotune: Optional[bool] = None,
+                  gemm: Optional[str] = None, timer: Any = None) -> "TileLangBackend":
+        """A copy with options (``compile(..., backend_options={"tilelang": {...}})``;
+        ``gemm`` is also ``compile(..., options={"gemm": ...})``)."""
         return TileLangBackend(device if device is not None else self.device,
-                               self.autotune if autotune is None else autotune)
+                               self.autotune if autotune is None else autotune,
+                               self.gemm if gemm is None else gemm,
+                               self.timer if timer is None else timer)
 
     # ------------------------------------------------------------------ support
     def supports(self, node: Any) -> Optional[str]:
@@ -189,7 +202,7 @@ class TileLangBackend:
             if not group.outputs:  # nothing reads it (dead code): no kernel to build or run
                 continue
             if group.kind == "gemm":
-                steps.append(self._gemm_step(group, names))
+                steps.append(self._gemm_step(group, names, region.id))
             else:
                 steps.append(self._pointwise_step(group, names, "c" if device == "cpu" else "cuda"))
         return self._kernel(region, steps)
@@ -228,15 +241,42 @@ class TileLangBackend:
                         tuple(n.format_node() for n in group.nodes))
         return desc, [a, b] + [n for n, _ in ep_inputs]
 
-    def _gemm_step(self, group: planner.Group, names: Dict[Any, str]):
+    def _gemm_step(self, group: planner.Group, names: Dict[Any, str], region_id: int):
+        """The step of one GEMM group: the TileLang kernel or cuBLAS + a Triton epilogue,
+        whichever :func:`choose_gemm` picks (nothing TileLang is compiled for cuBLAS's)."""
         desc, operands = self._gemm_desc(group, names)
+        shape = tuple(planner.tensor_meta(group.tail).shape)
+        choice, cublas, tilelang = self.choose_gemm(group, desc, region_id)
+        if choice.winner == CUBLAS:
+            kernel = cublas.kernel()
+            return ("cublas", kernel, kernel.inputs, [group.tail], [shape], choice)
+        kernel = tilelang.built or self._tilelang_kernel(desc).build_async()
+        return ("gemm", kernel, operands, [group.tail], [shape], choice)
+
+    def _tilelang_kernel(self, desc: GemmDesc) -> GemmKernel:
         cfg = None
         if self.autotune:
             from .autotune import tuned_config
             cfg = tuned_config(desc)
-        kernel = GemmKernel(desc, cfg).build_async()
-        shape = tuple(planner.tensor_meta(group.tail).shape)
-        return ("gemm", kernel, operands, [group.tail], [shape])
+        return GemmKernel(desc, cfg)
+
+    def choose_gemm(self, group: planner.Group, desc: GemmDesc, region_id: int):
+        """(GemmChoice, cuBLAS Candidate, TileLang Candidate) for one GEMM group."""
+        from ..cublas_gemm import CublasGemm, external_inputs, unavailable
+        nodes, mm = list(group.nodes), group.nodes[0]
+        inputs = external_inputs(nodes)
+        metas = [planner.tensor_meta(v) for v in inputs]
+        cublas = Candidate(CUBLAS, lambda: CublasGemm(nodes, region_id),
+                           lambda: tuple(random_tensor(m) for m in metas), unavailable(nodes))
+        tilelang = Candidate(TILELANG, lambda: self._tilelang_kernel(desc).build(),
+                             lambda: tilelang_inputs(desc))
+        key = (repr(canonical(desc)), mm.meta["prim"].name, [tuple(m.stride) for m in metas],
+               adapter_for("torch").module.__version__, cache.tilelang_version())
+        label = (f"GEMM {'%dx' % desc.batch if desc.batch else ''}{desc.M}x{desc.N}x{desc.K} "
+                 f"{desc.dtype} {mm.meta['prim'].name} +{max(len(nodes) - 1, 0)} epilogue op(s)")
+        choice = choose_gemm(key, label, self.gemm, cublas, tilelang, self.timer,
+                             lambda: cached_tilelang_ms(desc))
+        return choice, cublas, tilelang
 
     def _pointwise_step(self, group: planner.Group, names: Dict[Any, str], target: str):
         inside = set(group.nodes)
@@ -263,15 +303,18 @@ class TileLangBackend:
 
         def run(*values: Any) -> tuple:
             env = dict(zip(inputs, values))
-            for _, kernel, operands, produced, shapes in steps:
+            for _, kernel, operands, produced, shapes, *_ in steps:
                 results = kernel(*[env[v] for v in operands])
                 for node, value, shape in zip(produced, results, shapes):
                     env[node] = value.reshape(shape) if tuple(value.shape) != shape else value
             return tuple(env[o] for o in outputs)
 
         source = "\n\n".join(k.source for _, k, *_ in steps)
-        launch = {"kernels": [{"kind": kind, "key": k.key, **({"tiles": k.cfg.__dict__} if kind == "gemm" else {})}
+        launch = {"kernels": [{"kind": kind, "key": k.key, **_launch_detail(kind, k)}
                               for kind, k, *_ in steps]}
+        choices = [step[5].describe() for step in steps if len(step) > 5]
+        if choices:
+            launch["gemm"] = choices
         return Kernel(f"tilelang_region_{region.id}", self.name, run, source, launch)
 
     def _compile_ops(self, region: Region) -> Kernel:
@@ -290,6 +333,14 @@ class TileLangBackend:
         names = ", ".join(n.name for n in nodes)
         return Kernel(f"tilelang_ops_{region.id}", self.name, run,
                       f"# tile_lang_op nodes run their registered kernels: {names}\n", {"ops": names})
+
+
+def _launch_detail(kind: str, kernel: Any) -> Dict[str, Any]:
+    if kind == "gemm":
+        return {"tiles": kernel.cfg.__dict__}
+    if kind == "cublas":
+        return {"call": kernel.call, "epilogue": kernel.epilogue_kernels}
+    return {}
 
 
 def make_backend() -> TileLangBackend:
