@@ -170,3 +170,25 @@ def test_explain_shows_the_choice_per_gemm():
            "options['gemm'] is 'cublas')" in text
     text = str(tpg.explain(matmul_only, a, b))  # default policy; no GPU here to measure on
     assert "cublas (not measured: no CUDA device in this process)" in text
+
+
+def test_measure_starts_every_tilelang_build_before_the_first_race(fake_tilelang, monkeypatch):
+    monkeypatch.setenv("TPG_TILELANG_COMPILE_THREADS", "4")
+    from tensorplay_graph.passes.pipeline import compile_graph
+
+    def two_gemms(a, b, c, d):
+        return a @ b, c @ d
+
+    args = (torch.randn(128, 256, dtype=BF), torch.randn(256, 128, dtype=BF),
+            torch.randn(256, 64, dtype=BF), torch.randn(64, 128, dtype=BF))
+    submitted = []
+
+    class Spy(FakeTimer):
+        def __call__(self, candidate):
+            submitted.append(len(gemm._BUILT))
+            return super().__call__(candidate)
+
+    backend = TileLangBackend(device="cuda", gemm="measure",
+                              timer=Spy({"cublas": 1.0, "tilelang": 2.0}, run=False))
+    compile_graph(tpg.capture(two_gemms, *args), args, backends=[backend])
+    assert submitted[0] == 2 and len(fake_tilelang) == 2  # both queued before any timing

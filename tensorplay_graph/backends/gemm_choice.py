@@ -40,7 +40,7 @@ from ..frameworks import adapter_for
 from . import source_files
 
 __all__ = ["POLICIES", "DEFAULT_POLICY", "CUBLAS", "TILELANG", "GemmChoice", "Candidate",
-           "CudaEventTimer", "choose", "check_policy", "cache_path", "forget_in_process",
+           "CudaEventTimer", "choose", "lookup", "check_policy", "cache_path", "forget_in_process",
            "module_choices"]
 
 log = logging.getLogger("tensorplay_graph.compile")
@@ -213,6 +213,16 @@ def _race(key: str, label: str, device: str, timer: Any, cublas: Candidate,
     return choice
 
 
+def _key(key_parts: Tuple[Any, ...], timer: Any) -> Tuple[str, str]:
+    device = "none" if timer.unavailable() else timer.device_name()
+    return source_files.digest(*map(repr, key_parts), device)[:32], device
+
+
+def lookup(key_parts: Tuple[Any, ...], timer: Any = None) -> Optional[GemmChoice]:
+    """The stored choice for a GEMM, if any (no measuring, no building)."""
+    return _cached(_key(key_parts, timer or CudaEventTimer())[0])
+
+
 def choose(key_parts: Tuple[Any, ...], label: str, policy: str, cublas: Candidate,
            tilelang: Candidate, timer: Any = None,
            cached_tilelang_ms: Callable[[], Optional[float]] = lambda: None) -> GemmChoice:
@@ -229,8 +239,7 @@ def choose(key_parts: Tuple[Any, ...], label: str, policy: str, cublas: Candidat
         return GemmChoice(policy, label, (), f"not measured: options['gemm'] is {policy!r}")
     timer = timer or CudaEventTimer()
     no_device = timer.unavailable()
-    device = "none" if no_device else timer.device_name()
-    key = source_files.digest(*map(repr, key_parts), device)[:32]
+    key, device = _key(key_parts, timer)
     found = _cached(key)
     if found is not None:
         return found

@@ -25,10 +25,11 @@ from . import plan as planner
 from ...frameworks import adapter_for
 from ..gemm_choice import CUBLAS, DEFAULT_POLICY, TILELANG, Candidate, check_policy
 from ..gemm_choice import choose as choose_gemm
+from ..gemm_choice import lookup as lookup_gemm
 from . import cache
 from .autotune import cached_tilelang_ms, random_tensor, tilelang_inputs
-from .gemm import (GEMM_DTYPES, EpInput, EpStep, GemmDesc, GemmKernel, canonical, heuristic_config,
-                   lower_cuda)
+from .gemm import (GEMM_DTYPES, EpInput, EpStep, GemmDesc, GemmKernel, canonical, compile_threads,
+                   heuristic_config, lower_cuda)
 from .pointwise import PointwiseDesc, PwInput, PwOutput, PwStep, compile_pointwise
 from .program import numel
 
@@ -260,23 +261,49 @@ class TileLangBackend:
             cfg = tuned_config(desc)
         return GemmKernel(desc, cfg)
 
+    def _choice_key(self, group: planner.Group, desc: GemmDesc) -> Tuple[tuple, str]:
+        """(key parts, label) naming one GEMM for :mod:`..gemm_choice`'s cache."""
+        from ..cublas_gemm import external_inputs
+        mm = group.nodes[0]
+        strides = [tuple(planner.tensor_meta(v).stride) for v in external_inputs(group.nodes)]
+        key = (repr(canonical(desc)), mm.meta["prim"].name, strides,
+               adapter_for("torch").module.__version__, cache.tilelang_version())
+        label = (f"GEMM {'%dx' % desc.batch if desc.batch else ''}{desc.M}x{desc.N}x{desc.K} "
+                 f"{desc.dtype} {mm.meta['prim'].name} +{len(group.nodes) - 1} epilogue op(s)")
+        return key, label
+
     def choose_gemm(self, group: planner.Group, desc: GemmDesc, region_id: int):
         """(GemmChoice, cuBLAS Candidate, TileLang Candidate) for one GEMM group."""
         from ..cublas_gemm import CublasGemm, external_inputs, unavailable
-        nodes, mm = list(group.nodes), group.nodes[0]
-        inputs = external_inputs(nodes)
-        metas = [planner.tensor_meta(v) for v in inputs]
+        nodes = list(group.nodes)
+        metas = [planner.tensor_meta(v) for v in external_inputs(nodes)]
         cublas = Candidate(CUBLAS, lambda: CublasGemm(nodes, region_id),
                            lambda: tuple(random_tensor(m) for m in metas), unavailable(nodes))
         tilelang = Candidate(TILELANG, lambda: self._tilelang_kernel(desc).build(),
                              lambda: tilelang_inputs(desc))
-        key = (repr(canonical(desc)), mm.meta["prim"].name, [tuple(m.stride) for m in metas],
-               adapter_for("torch").module.__version__, cache.tilelang_version())
-        label = (f"GEMM {'%dx' % desc.batch if desc.batch else ''}{desc.M}x{desc.N}x{desc.K} "
-                 f"{desc.dtype} {mm.meta['prim'].name} +{max(len(nodes) - 1, 0)} epilogue op(s)")
+        key, label = self._choice_key(group, desc)
         choice = choose_gemm(key, label, self.gemm, cublas, tilelang, self.timer,
                              lambda: cached_tilelang_ms(desc))
         return choice, cublas, tilelang
+
+    def prepare(self, regions: List[Region]) -> None:
+        """Before ``lower`` compiles ``regions`` one by one: under ``gemm="measure"``, start
+        every TileLang GEMM a race will need compiling side by side (the thread pool of
+        ``gemm.compile_threads``), not one race at a time."""
+        if self.gemm != "measure" or compile_threads() <= 1:
+            return
+        for region in regions:
+            if any(_is_tile_lang_op(n) for n in region.nodes):
+                continue
+            try:
+                names = planner.value_names(list(region.inputs) + list(region.nodes))
+                for group in planner.plan(region):
+                    if group.kind == "gemm" and group.outputs:
+                        desc, _ = self._gemm_desc(group, names)
+                        if lookup_gemm(self._choice_key(group, desc)[0], self.timer) is None:
+                            self._tilelang_kernel(desc).build_async()
+            except Exception as exc:  # compile() meets the same problem and reports it
+                log.debug("tilelang prepare: region %d skipped: %s", region.id, exc)
 
     def _pointwise_step(self, group: planner.Group, names: Dict[Any, str], target: str):
         inside = set(group.nodes)
