@@ -5,7 +5,9 @@
 'tilelang'
 
 CUDA tensors: matmul / linear / bmm / addmm with the pointwise work after them
-fused as an epilogue (see ``gemm``), other pointwise runs fused (``pointwise``).
+fused as an epilogue (see ``gemm``), other pointwise runs fused (``pointwise``). Each GEMM
+group runs as this TileLang kernel or as the framework's matmul (cuBLAS) + a Triton epilogue,
+per ``options["gemm"]`` and the measurements of ``..gemm_choice``.
 CPU tensors (``backend="tilelang"`` only; ``"auto"`` leaves the CPU to eager, see
 ``profitable_devices``): pointwise only, through TileLang's C target: long chains
 of cheap float32 ops (see ``CPU_*`` below and benchmarks/RESULTS.md). Transcendentals stay
@@ -18,15 +20,14 @@ import logging
 from typing import Any, Dict, List, Optional, Tuple
 
 from ...errors import LoweringError
+from ...frameworks import adapter_for
 from ...prims.lowering import Gemm
 from ..base import Kernel, Region, record_declines
-from . import exprs
-from . import plan as planner
-from ...frameworks import adapter_for
 from ..gemm_choice import CUBLAS, DEFAULT_POLICY, TILELANG, Candidate, check_policy
 from ..gemm_choice import choose as choose_gemm
 from ..gemm_choice import lookup as lookup_gemm
-from . import cache
+from . import cache, exprs
+from . import plan as planner
 from .autotune import cached_tilelang_ms, random_tensor, tilelang_inputs
 from .gemm import (GEMM_DTYPES, EpInput, EpStep, GemmDesc, GemmKernel, canonical, compile_threads,
                    heuristic_config, lower_cuda)
@@ -278,7 +279,8 @@ class TileLangBackend:
         nodes = list(group.nodes)
         metas = [planner.tensor_meta(v) for v in external_inputs(nodes)]
         cublas = Candidate(CUBLAS, lambda: CublasGemm(nodes, region_id),
-                           lambda: tuple(random_tensor(m) for m in metas), unavailable(nodes))
+                           lambda: tuple(random_tensor(m) for m in metas),
+                           unavailable(nodes) if self.gemm != TILELANG else None)
         tilelang = Candidate(TILELANG, lambda: self._tilelang_kernel(desc).build(),
                              lambda: tilelang_inputs(desc))
         key, label = self._choice_key(group, desc)
