@@ -192,3 +192,56 @@ def test_measure_starts_every_tilelang_build_before_the_first_race(fake_tilelang
                               timer=Spy({"cublas": 1.0, "tilelang": 2.0}, run=False))
     compile_graph(tpg.capture(two_gemms, *args), args, backends=[backend])
     assert submitted[0] == 2 and len(fake_tilelang) == 2  # both queued before any timing
+
+
+class PointwiseFirst:
+    """Stands in for Triton on this CPU machine: claims every pointwise node, no matmul."""
+
+    name = "pointwise_first"
+
+    def supports(self, node):
+        prim = node.meta.get("prim")
+        return None if prim is not None and prim.kind == "pointwise" else "pointwise only"
+
+    def compile(self, region):  # planning only
+        raise NotImplementedError
+
+
+class NoBuildTimer(FakeTimer):
+    def __call__(self, candidate):
+        self.calls.append(candidate.name)
+        return self.ms[candidate.name]
+
+
+def test_planning_gives_a_gemm_its_epilogue_only_where_tilelang_may_run_it(fake_tilelang,
+                                                                           monkeypatch):
+    from tensorplay_graph.passes.partition import regions_from_meta
+    from tensorplay_graph.passes.pipeline import plan_graph
+    args = (torch.randn(128, 256, dtype=BF), torch.randn(256, 128, dtype=BF),
+            torch.randn(128, dtype=BF))
+
+    def fn(a, b, bias):
+        return torch.relu(a @ b + bias)
+
+    def plan(policy, timer):
+        backend = TileLangBackend(device="cuda", gemm=policy, timer=timer)
+        gm, _ = plan_graph(tpg.capture(fn, *args), args, backends=[PointwiseFirst(), backend])
+        return [(r.backend, r.names) for r in regions_from_meta(gm)], backend
+
+    timer = FakeTimer({"cublas": 2.0, "tilelang": 1.0}, run=False)
+    apart = [("tilelang", ["matmul"]), ("pointwise_first", ["add", "relu"])]
+    together = [("tilelang", ["matmul", "add", "relu"])]
+    assert plan("cublas", timer)[0] == apart
+    assert plan("auto", timer)[0] == apart      # nothing measured yet: cuBLAS, epilogue apart
+    assert plan("measure", timer)[0] == together
+    assert plan("tilelang", timer)[0] == together
+    # a race TileLang won for this GEMM (with its epilogue) is stored ... (Triton cannot
+    # build the cuBLAS candidate's epilogue outside its interpreter: this timer builds nothing)
+    from tensorplay_graph.backends import cublas_gemm
+    from tensorplay_graph.passes.pipeline import compile_graph
+    monkeypatch.setattr(cublas_gemm, "unavailable", lambda nodes: None)
+    racing = TileLangBackend(device="cuda", gemm="measure", timer=NoBuildTimer(timer.ms))
+    compile_graph(tpg.capture(fn, *args), args, backends=[PointwiseFirst(), racing])
+    assert racing.timer.calls == ["cublas", "tilelang"]
+    gemm_choice.forget_in_process()
+    assert plan("auto", FakeTimer({}))[0] == together   # ... so "auto" plans it for TileLang

@@ -11,9 +11,12 @@ Policies (``options={"gemm": ...}``, :data:`POLICIES`):
 auto       cuBLAS, unless a measurement cached for this GEMM says TileLang wins: a choice an
            earlier race stored, or a TileLang timing the autotuner stored (cuBLAS is then timed
            now; it needs no compile). Nothing TileLang is compiled for a GEMM cuBLAS takes.
+           Planning gives a GEMM its epilogue only where TileLang won a race for it before;
+           otherwise the epilogue is planned with the ops around it (Triton fuses e.g. a
+           residual add with the norm after it), as Inductor plans around cuBLAS.
 measure    race both on the device (CUDA events, median of a few calls on random inputs of
            the GEMM's shapes / dtypes), once per GEMM key; the result is cached on disk
-cublas     always the framework's matmul (cuBLAS) + the epilogue as one Triton kernel
+cublas     always the framework's matmul (cuBLAS); epilogues are planned apart as under auto
 tilelang   always the TileLang GEMM + epilogue kernel
 =========  ===================================================================================
 
@@ -40,7 +43,7 @@ from ..frameworks import adapter_for
 from . import source_files
 
 __all__ = ["POLICIES", "DEFAULT_POLICY", "CUBLAS", "TILELANG", "GemmChoice", "Candidate",
-           "CudaEventTimer", "choose", "lookup", "check_policy", "cache_path", "forget_in_process",
+           "CudaEventTimer", "choose", "lookup", "tilelang_won", "check_policy", "cache_path", "forget_in_process",
            "module_choices"]
 
 log = logging.getLogger("tensorplay_graph.compile")
@@ -164,12 +167,15 @@ def _cached(key: str) -> Optional[GemmChoice]:
     return choice
 
 
-def _store(key: str, choice: GemmChoice, device: str) -> None:
+def _store(key: str, choice: GemmChoice, device: str, bare: str) -> None:
     with _LOCK:
         _MEMO[key] = choice
         table = _load()
         table[key] = {"winner": choice.winner, "label": choice.label, "device": device,
                       "ms": [list(item) for item in choice.ms]}
+        if choice.winner == TILELANG:  # planning may give this GEMM its epilogue again
+            table[bare] = {"tilelang_won": True, "label": choice.label, "device": device}
+            _MEMO.pop(bare, None)
         try:
             source_files.write_atomic(cache_path(), json.dumps(table, indent=1, sort_keys=True))
         except OSError as exc:  # a read-only cache: the choice still holds for this process
@@ -203,7 +209,7 @@ def _time(timer: Any, candidate: Candidate) -> Tuple[Optional[float], Optional[s
         return None, f"{candidate.name} failed: {type(exc).__name__}: {exc}"
 
 
-def _race(key: str, label: str, device: str, timer: Any, cublas: Candidate,
+def _race(key: str, bare: str, label: str, device: str, timer: Any, cublas: Candidate,
           tilelang: Candidate, tilelang_ms: Optional[float] = None) -> GemmChoice:
     """Time cuBLAS, and TileLang unless its time is given; the faster wins; store it."""
     cublas_ms, why = _time(timer, cublas)
@@ -218,7 +224,7 @@ def _race(key: str, label: str, device: str, timer: Any, cublas: Candidate,
         how = "cuBLAS measured now, TileLang's time from the autotuning cache"
     winner = TILELANG if tilelang_ms < cublas_ms else CUBLAS
     choice = GemmChoice(winner, label, ((CUBLAS, cublas_ms), (TILELANG, tilelang_ms)), how)
-    _store(key, choice, device)
+    _store(key, choice, device, bare)
     log.info("gemm choice: %s", choice.describe())
     return choice
 
@@ -233,12 +239,28 @@ def lookup(key_parts: Tuple[Any, ...], timer: Any = None) -> Optional[GemmChoice
     return _cached(_key(key_parts, timer or CudaEventTimer())[0])
 
 
+def tilelang_won(bare: Any, timer: Any = None) -> bool:
+    """Whether a race stored for this GEMM (``bare``: the matmul alone, the first item of
+    :func:`choose`'s ``key_parts``; any epilogue) was won by TileLang. Planning under ``"auto"`` gives a GEMM its epilogue only then:
+    otherwise cuBLAS runs it and its epilogue is planned with the ops around it."""
+    key = "bare:" + _key((bare,), timer or CudaEventTimer())[0]
+    with _LOCK:
+        if key in _MEMO:
+            return _MEMO[key] is not None
+    entry = _load().get(key)
+    won = isinstance(entry, dict) and entry.get("tilelang_won") is True
+    with _LOCK:
+        _MEMO[key] = GemmChoice(TILELANG, entry.get("label", "")) if won else None
+    return won
+
+
 def choose(key_parts: Tuple[Any, ...], label: str, policy: str, cublas: Candidate,
            tilelang: Candidate, timer: Any = None,
            cached_tilelang_ms: Callable[[], Optional[float]] = lambda: None) -> GemmChoice:
     """The :class:`GemmChoice` for one GEMM under ``policy`` (see the module docstring).
 
-    ``key_parts`` identify the GEMM (the device name is added from ``timer``);
+    ``key_parts`` identify the GEMM (the device name is added from ``timer``): its first item
+    the matmul alone (see :func:`tilelang_won`), the rest its epilogue and layout;
     ``cached_tilelang_ms()`` is a TileLang timing stored earlier (the autotuner's), or None.
     """
     check_policy(policy)
@@ -252,15 +274,16 @@ def choose(key_parts: Tuple[Any, ...], label: str, policy: str, cublas: Candidat
     timer = timer or CudaEventTimer()
     no_device = timer.unavailable()
     key, device = _key(key_parts, timer)
+    bare = "bare:" + _key(key_parts[:1], timer)[0]
     found = _cached(key)
     if found is not None:
         return found
     if no_device:
         return GemmChoice(CUBLAS, label, (), f"not measured: {no_device}")
     if policy == "measure":
-        return _race(key, label, device, timer, cublas, tilelang)
+        return _race(key, bare, label, device, timer, cublas, tilelang)
     tilelang_ms = cached_tilelang_ms()
     if tilelang_ms is None:
         return GemmChoice(CUBLAS, label, (), "not measured: no TileLang timing cached for this "
                                              "GEMM (options={'gemm': 'measure'} races both)")
-    return _race(key, label, device, timer, cublas, tilelang, tilelang_ms)
+    return _race(key, bare, label, device, timer, cublas, tilelang, tilelang_ms)

@@ -26,6 +26,7 @@ from ..base import Kernel, Region, record_declines
 from ..gemm_choice import CUBLAS, DEFAULT_POLICY, TILELANG, Candidate, check_policy
 from ..gemm_choice import choose as choose_gemm
 from ..gemm_choice import lookup as lookup_gemm
+from ..gemm_choice import tilelang_won
 from . import cache, exprs
 from . import plan as planner
 from .autotune import cached_tilelang_ms, random_tensor, tilelang_inputs
@@ -189,7 +190,17 @@ class TileLangBackend:
         return len(seen)
 
     def absorbs(self, producer: Any, node: Any) -> bool:
-        """``node`` joins the GEMM epilogue ending at ``producer`` (see ``plan.absorbs``)."""
+        """``node`` joins the GEMM epilogue ending at ``producer`` (see ``plan.absorbs``), where
+        the GEMM may run as a TileLang kernel: under ``gemm="cublas"`` never, under ``"auto"``
+        where a race stored for the GEMM was won by TileLang (``gemm_choice.tilelang_won``)."""
+        if self.gemm == CUBLAS:
+            return False
+        if self.gemm == DEFAULT_POLICY and planner.prim_kind(producer) == "matmul":
+            try:
+                if not tilelang_won(self._bare_key(producer), self.timer):
+                    return False
+            except (LoweringError, ImportError):
+                return False
         return planner.absorbs(self, producer, node)
 
     # ------------------------------------------------------------------ compile
@@ -262,13 +273,23 @@ class TileLangBackend:
             cfg = tuned_config(desc)
         return GemmKernel(desc, cfg)
 
+    def _bare_key(self, mm: Any) -> tuple:
+        """The matmul alone (op, sizes, operand dtypes and strides, versions): the first part
+        of a choice's key, what planning asks :func:`..gemm_choice.tilelang_won` about."""
+        dims, reason = _gemm_dims(mm)
+        if reason:
+            raise LoweringError(reason)
+        rule, args = _gemm_rule(mm.meta["prim"]), mm.meta.get("prim_args") or {}
+        operands = [planner.tensor_meta(args[k]) for k in (rule.lhs, rule.rhs)]
+        return (mm.meta["prim"].name, dims, [(m.dtype, tuple(m.stride)) for m in operands],
+                adapter_for("torch").module.__version__, cache.tilelang_version())
+
     def _choice_key(self, group: planner.Group, desc: GemmDesc) -> Tuple[tuple, str]:
         """(key parts, label) naming one GEMM for :mod:`..gemm_choice`'s cache."""
         from ..cublas_gemm import external_inputs
         mm = group.nodes[0]
         strides = [tuple(planner.tensor_meta(v).stride) for v in external_inputs(group.nodes)]
-        key = (repr(canonical(desc)), mm.meta["prim"].name, strides,
-               adapter_for("torch").module.__version__, cache.tilelang_version())
+        key = (self._bare_key(mm), repr(canonical(desc)), strides)
         label = (f"GEMM {'%dx' % desc.batch if desc.batch else ''}{desc.M}x{desc.N}x{desc.K} "
                  f"{desc.dtype} {mm.meta['prim'].name} +{len(group.nodes) - 1} epilogue op(s)")
         return key, label
