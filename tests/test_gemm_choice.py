@@ -237,9 +237,9 @@ def test_planning_gives_a_gemm_its_epilogue_only_where_tilelang_may_run_it(fake_
     assert plan("tilelang", timer)[0] == together
     # a race TileLang won for this GEMM (with its epilogue) is stored ... (Triton cannot
     # build the cuBLAS candidate's epilogue outside its interpreter: this timer builds nothing)
-    from tensorplay_graph.backends import cublas_gemm
+    from tensorplay_graph.backends.tilelang import choice
     from tensorplay_graph.passes.pipeline import compile_graph
-    monkeypatch.setattr(cublas_gemm, "unavailable", lambda nodes: None)
+    monkeypatch.setattr(choice, "unavailable", lambda nodes: None)
     racing = TileLangBackend(device="cuda", gemm="measure", timer=NoBuildTimer(timer.ms))
     compile_graph(tpg.capture(fn, *args), args, backends=[PointwiseFirst(), racing])
     assert racing.timer.calls == ["cublas", "tilelang"]

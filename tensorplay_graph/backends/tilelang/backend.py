@@ -20,20 +20,13 @@ import logging
 from typing import Any, Dict, List, Optional, Tuple
 
 from ...errors import LoweringError
-from ...frameworks import adapter_for
-from ...prims.lowering import Gemm
 from ..base import Kernel, Region, record_declines
-from ..gemm_choice import CUBLAS, DEFAULT_POLICY, TILELANG, Candidate, check_policy
-from ..gemm_choice import choose as choose_gemm
-from ..gemm_choice import lookup as lookup_gemm
-from ..gemm_choice import tilelang_won
-from . import cache, exprs
+from ..gemm_choice import CUBLAS, DEFAULT_POLICY, check_policy, tilelang_won
+from . import exprs
 from . import plan as planner
-from .autotune import cached_tilelang_ms, random_tensor, tilelang_inputs
-from .gemm import (GEMM_DTYPES, EpInput, EpStep, GemmDesc, GemmKernel, canonical, compile_threads,
-                   heuristic_config, lower_cuda)
+from .choice import bare_key, choice_for, prefetch
+from .gemm import GEMM_DTYPES, EpInput, EpStep, GemmDesc, GemmKernel, heuristic_config, lower_cuda
 from .pointwise import PointwiseDesc, PwInput, PwOutput, PwStep, compile_pointwise
-from .program import numel
 
 log = logging.getLogger(__name__)
 
@@ -50,35 +43,9 @@ def _is_tile_lang_op(node: Any) -> bool:
     return bool(getattr(node.target, "is_tile_lang_op", False))
 
 
-def _gemm_rule(prim: Any) -> Optional[Gemm]:
-    rule = prim.lowering("tilelang")
-    return rule if isinstance(rule, Gemm) else None
-
-
-def _gemm_dims(node: Any) -> Tuple[Optional[tuple], Optional[str]]:
-    """((batch, M, N, K, trans_b), None) for a matmul-kind node, or (None, reason)."""
-    prim, args = node.meta["prim"], node.meta.get("prim_args") or {}
-    rule = _gemm_rule(prim)
-    if rule is None:
-        return None, f"matmul prim {prim.name!r} has no TileLang Gemm rule in its record"
-    a, b, trans_b = args.get(rule.lhs), args.get(rule.rhs), rule.rhs_transposed
-    if not (planner.is_node(a) and planner.is_node(b)):
-        return None, f"{prim.name}: operands must be tensors"
-    sa, sb = planner.tensor_meta(a).shape, planner.tensor_meta(b).shape
-    if len(sb) == 2 and len(sa) >= 2:
-        K = sa[-1]
-        N = sb[0] if trans_b else sb[1]
-        if (sb[1] if trans_b else sb[0]) != K:
-            return None, f"{prim.name}: inner sizes differ ({sa} x {sb})"
-        return (0, numel(sa[:-1]), N, K, trans_b), None
-    if len(sa) == 3 and len(sb) == 3 and sa[0] == sb[0] and not trans_b:
-        return (sa[0], sa[1], sb[2], sa[2], False), None
-    return None, f"{prim.name}: operand shapes {sa} x {sb} are not a 2-d or batched GEMM"
-
-
 def _epilogue_operands(node: Any) -> List[Tuple[Any, Optional[str]]]:
     """(operand, "col" | "full" | None) for each tensor the Gemm rule's epilogue reads."""
-    rule, args = _gemm_rule(node.meta["prim"]), node.meta.get("prim_args") or {}
+    rule, args = planner.gemm_rule(node.meta["prim"]), node.meta.get("prim_args") or {}
     out_shape = tuple(planner.tensor_meta(node).shape)
     return [(args[key], planner.epilogue_kind(args[key], out_shape))
             for key in rule.epilogue_operands if planner.is_node(args.get(key))]
@@ -138,7 +105,7 @@ class TileLangBackend:
         dtypes = {planner.tensor_meta(v).dtype for v in planner.tensor_args(node)}
         if not dtypes <= set(GEMM_DTYPES):
             return f"GEMM dtypes {sorted(dtypes)} unsupported; cast operands to bfloat16 or float16"
-        dims, reason = _gemm_dims(node)
+        dims, reason = planner.gemm_dims(node)
         if reason:
             return reason
         for operand, kind in _epilogue_operands(node):
@@ -197,7 +164,7 @@ class TileLangBackend:
             return False
         if self.gemm == DEFAULT_POLICY and planner.prim_kind(producer) == "matmul":
             try:
-                if not tilelang_won(self._bare_key(producer), self.timer):
+                if not tilelang_won(bare_key(producer), self.timer):
                     return False
             except (LoweringError, ImportError):
                 return False
@@ -223,16 +190,17 @@ class TileLangBackend:
     def gemm_descs(self, region: Region) -> List[Tuple[GemmDesc, List[Any]]]:
         """(GemmDesc, operand nodes) for each GEMM group of ``region``."""
         names = planner.value_names(list(region.inputs) + list(region.nodes))
-        return [self._gemm_desc(g, names) for g in planner.plan(region) if g.kind == "gemm"]
+        return [self.gemm_desc(g, names) for g in planner.plan(region) if g.kind == "gemm"]
 
     def cuda_sources(self, region: Region, arch: str = "sm_90a") -> List[str]:
         """CUDA C++ of every GEMM in ``region`` for ``arch``; needs no GPU."""
         return [lower_cuda(d, heuristic_config(d), arch) for d, _ in self.gemm_descs(region)]
 
-    def _gemm_desc(self, group: planner.Group, names: Dict[Any, str]) -> Tuple[GemmDesc, List[Any]]:
+    def gemm_desc(self, group: planner.Group, names: Dict[Any, str]) -> Tuple[GemmDesc, List[Any]]:
+        """(GemmDesc, operand nodes A, B, epilogue inputs) of one GEMM group."""
         mm = group.nodes[0]
-        rule, args = _gemm_rule(mm.meta["prim"]), mm.meta.get("prim_args") or {}
-        (batch, M, N, K, trans_b), _ = _gemm_dims(mm)
+        rule, args = planner.gemm_rule(mm.meta["prim"]), mm.meta.get("prim_args") or {}
+        (batch, M, N, K, trans_b), _ = planner.gemm_dims(mm)
         a, b = args[rule.lhs], args[rule.rhs]
         ep_inputs: List[Tuple[Any, str]] = []
         for operand, kind in _epilogue_operands(mm):
@@ -256,77 +224,27 @@ class TileLangBackend:
 
     def _gemm_step(self, group: planner.Group, names: Dict[Any, str], region_id: int):
         """The step of one GEMM group: the TileLang kernel or cuBLAS + a Triton epilogue,
-        whichever :func:`choose_gemm` picks (nothing TileLang is compiled for cuBLAS's)."""
-        desc, operands = self._gemm_desc(group, names)
+        whichever :func:`.choice.choice_for` picks (nothing TileLang is compiled for cuBLAS's)."""
+        desc, operands = self.gemm_desc(group, names)
         shape = tuple(planner.tensor_meta(group.tail).shape)
-        choice, cublas, tilelang = self.choose_gemm(group, desc, region_id)
+        choice, cublas, tilelang = choice_for(self, group, desc, region_id)
         if choice.winner == CUBLAS:
             kernel = cublas.kernel()
             return ("cublas", kernel, kernel.inputs, [group.tail], [shape], choice)
-        kernel = tilelang.built or self._tilelang_kernel(desc).build_async()
+        kernel = tilelang.built or self.tilelang_kernel(desc).build_async()
         return ("gemm", kernel, operands, [group.tail], [shape], choice)
 
-    def _tilelang_kernel(self, desc: GemmDesc) -> GemmKernel:
+    def prepare(self, regions: List[Region]) -> None:
+        """Called by ``lower`` before it compiles ``regions``: see :func:`.choice.prefetch`."""
+        prefetch(self, regions)
+
+    def tilelang_kernel(self, desc: GemmDesc) -> GemmKernel:
+        """The (unbuilt) TileLang kernel for ``desc``: autotuned tiles if configured so."""
         cfg = None
         if self.autotune:
             from .autotune import tuned_config
             cfg = tuned_config(desc)
         return GemmKernel(desc, cfg)
-
-    def _bare_key(self, mm: Any) -> tuple:
-        """The matmul alone (op, sizes, operand dtypes and strides, versions): the first part
-        of a choice's key, what planning asks :func:`..gemm_choice.tilelang_won` about."""
-        dims, reason = _gemm_dims(mm)
-        if reason:
-            raise LoweringError(reason)
-        rule, args = _gemm_rule(mm.meta["prim"]), mm.meta.get("prim_args") or {}
-        operands = [planner.tensor_meta(args[k]) for k in (rule.lhs, rule.rhs)]
-        return (mm.meta["prim"].name, dims, [(m.dtype, tuple(m.stride)) for m in operands],
-                adapter_for("torch").module.__version__, cache.tilelang_version())
-
-    def _choice_key(self, group: planner.Group, desc: GemmDesc) -> Tuple[tuple, str]:
-        """(key parts, label) naming one GEMM for :mod:`..gemm_choice`'s cache."""
-        from ..cublas_gemm import external_inputs
-        mm = group.nodes[0]
-        strides = [tuple(planner.tensor_meta(v).stride) for v in external_inputs(group.nodes)]
-        key = (self._bare_key(mm), repr(canonical(desc)), strides)
-        label = (f"GEMM {'%dx' % desc.batch if desc.batch else ''}{desc.M}x{desc.N}x{desc.K} "
-                 f"{desc.dtype} {mm.meta['prim'].name} +{len(group.nodes) - 1} epilogue op(s)")
-        return key, label
-
-    def choose_gemm(self, group: planner.Group, desc: GemmDesc, region_id: int):
-        """(GemmChoice, cuBLAS Candidate, TileLang Candidate) for one GEMM group."""
-        from ..cublas_gemm import CublasGemm, external_inputs, unavailable
-        nodes = list(group.nodes)
-        metas = [planner.tensor_meta(v) for v in external_inputs(nodes)]
-        cublas = Candidate(CUBLAS, lambda: CublasGemm(nodes, region_id),
-                           lambda: tuple(random_tensor(m) for m in metas),
-                           unavailable(nodes) if self.gemm != TILELANG else None)
-        tilelang = Candidate(TILELANG, lambda: self._tilelang_kernel(desc).build(),
-                             lambda: tilelang_inputs(desc))
-        key, label = self._choice_key(group, desc)
-        choice = choose_gemm(key, label, self.gemm, cublas, tilelang, self.timer,
-                             lambda: cached_tilelang_ms(desc))
-        return choice, cublas, tilelang
-
-    def prepare(self, regions: List[Region]) -> None:
-        """Before ``lower`` compiles ``regions`` one by one: under ``gemm="measure"``, start
-        every TileLang GEMM a race will need compiling side by side (the thread pool of
-        ``gemm.compile_threads``), not one race at a time."""
-        if self.gemm != "measure" or compile_threads() <= 1:
-            return
-        for region in regions:
-            if any(_is_tile_lang_op(n) for n in region.nodes):
-                continue
-            try:
-                names = planner.value_names(list(region.inputs) + list(region.nodes))
-                for group in planner.plan(region):
-                    if group.kind == "gemm" and group.outputs:
-                        desc, _ = self._gemm_desc(group, names)
-                        if lookup_gemm(self._choice_key(group, desc)[0], self.timer) is None:
-                            self._tilelang_kernel(desc).build_async()
-            except Exception as exc:  # compile() meets the same problem and reports it
-                log.debug("tilelang prepare: region %d skipped: %s", region.id, exc)
 
     def _pointwise_step(self, group: planner.Group, names: Dict[Any, str], target: str):
         inside = set(group.nodes)
