@@ -8,6 +8,7 @@ GEMM group, the keys that name it, and the builds a ``gemm="measure"`` lowering 
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 from typing import Any, List, Tuple
 
@@ -35,7 +36,15 @@ def bare_key(mm: Any) -> tuple:
     rule, args = planner.gemm_rule(mm.meta["prim"]), mm.meta.get("prim_args") or {}
     operands = [planner.tensor_meta(args[k]) for k in (rule.lhs, rule.rhs)]
     return (mm.meta["prim"].name, dims, [(m.dtype, tuple(m.stride)) for m in operands],
-            adapter_for("torch").module.__version__, cache.tilelang_version())
+            adapter_for("torch").module.__version__, _tilelang_version())
+
+
+def _tilelang_version() -> str:
+    """TileLang's version without importing it (seconds): a GEMM cuBLAS takes never needs it."""
+    try:
+        return importlib.metadata.version("tilelang")
+    except importlib.metadata.PackageNotFoundError:
+        return cache.tilelang_version()
 
 
 def choice_key(group: planner.Group, desc: GemmDesc) -> Tuple[tuple, str]:
