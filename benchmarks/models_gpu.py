@@ -7,8 +7,10 @@ GPT-2 (6 layers, 768 wide, batch 8x512), Llama (4 layers, 2048 hidden, 4x512), B
 16x256), and ResNet-50 (torchvision, bf16, batch 64, 224x224). Modes, all in the same process:
 ``eager``, ``inductor`` (torch.compile default; also ``inductor_max_autotune_nocg`` and
 ``inductor_reduce_overhead``), ``ours_dynamo`` (torch.compile(backend="tensorplay_graph")),
-``ours`` (tensorplay_graph.compile; CUDA graphs when safe) and ``ours_nographs`` (the same with
-``options={"cuda_graphs": False}``). ``ms_holding_result``: steady ms while the caller keeps the
+``ours`` (tensorplay_graph.compile; CUDA graphs when safe), ``ours_nographs`` (the same with
+``options={"cuda_graphs": False}``) and ``ours_gemm_tilelang`` / ``ours_gemm_measure``
+(``options={"gemm": ...}``: every GEMM as a TileLang kernel / each GEMM's kernel raced on the
+device; ``ours`` takes cuBLAS unless a measurement is cached; rows list the choices). ``ms_holding_result``: steady ms while the caller keeps the
 previous result (``out = model(x)`` in a loop). Each row: ok / error, the max error
 against eager relative to eager's largest magnitude, first-call seconds and steady ms (median of
 CUDA-event timings). Rows print as JSON lines and go to <out>/models_gpu.json.
@@ -81,6 +83,10 @@ def entry_points(model):
         "inductor": lambda: torch.compile(model),
         "ours": lambda: tpg.compile(model),  # first of ours: its first call is the cold one
         "ours_nographs": lambda: tpg.compile(model, options={"cuda_graphs": False}),
+        # GEMM choice (backends/gemm_choice.py): "ours" is the default ("auto": cuBLAS + Triton
+        # epilogue unless a cached measurement says TileLang); these force the other policies
+        "ours_gemm_tilelang": lambda: tpg.compile(model, options={"gemm": "tilelang"}),
+        "ours_gemm_measure": lambda: tpg.compile(model, options={"gemm": "measure"}),
         "ours_dynamo": lambda: torch.compile(model, backend="tensorplay_graph"),
         "inductor_max_autotune_nocg": lambda: torch.compile(model, mode="max-autotune-no-cudagraphs"),
         "inductor_reduce_overhead": lambda: torch.compile(model, mode="reduce-overhead"),
@@ -177,7 +183,14 @@ def _first_call(fn, args, label):
 def _describe(fn, args, row):
     explain = getattr(fn, "explain", None)  # tensorplay_graph.compile: frontend, specializations
     if explain is not None:
-        row["explain"] = explain()[:600]
+        text = explain()
+        row["explain"] = text[:600]
+        # per GEMM: "region 3: GEMM 4096x2048x2048 bfloat16 linear +0 epilogue op(s): cublas (...)"
+        choices = [line.split(": ", 1)[1] for line in text.splitlines() if ": GEMM " in line]
+        if choices:
+            row["gemm_winners"] = {w: sum(f"): {w} (" in c for c in choices)
+                                   for w in ("cublas", "tilelang")}
+            row["gemm_choices"] = sorted(set(c.split(": ", 1)[1] for c in choices))[:12]
 
 
 def main():

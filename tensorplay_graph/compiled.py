@@ -347,6 +347,9 @@ class CompiledFunction:
         lines += [f"  specialization {i}: cuda graphs {note}"
                   for i, spec in enumerate(self.specializations.values())
                   for note in [getattr(spec.lowered, "cuda_graphs", None)] if note]
+        lines += [f"  specialization {i}: {choice}"
+                  for i, spec in enumerate(self.specializations.values())
+                  for choice in getattr(spec.lowered, "gemm_choices", ())]
         return "\n".join(lines)
 
     def reset(self) -> None:

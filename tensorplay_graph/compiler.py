@@ -187,6 +187,9 @@ def build_runner(gm: Any, example_inputs: Sequence[Any], *, backends: BackendSpe
     from .dynamic_shapes import specialize
     options = check_options(options)
     requested_explicitly = backends != AUTO
+    if "gemm" not in options:  # named backends compile what they name; "auto" picks per GEMM
+        from .backends.gemm_choice import DEFAULT_POLICY
+        options["gemm"] = "tilelang" if requested_explicitly else DEFAULT_POLICY
     if backends == AUTO:
         backends = choose_backends(_device_of(example_inputs))
     names = [b for b in backends if b != "interpreter"]
@@ -226,6 +229,8 @@ def lower_graph(gm: Any, example_inputs: Sequence[Any], backends: Sequence[str],
     ``dynamic``: one of many sizes of a shape-generic program)."""
     from .passes.pipeline import PLANNING_PASSES, compile_graph
     backend_options = {name: dict(opts) for name, opts in options.get("backend_options", {}).items()}
+    if "gemm" in options:
+        backend_options.setdefault("tilelang", {}).setdefault("gemm", options["gemm"])
     managers: list = []
     module = compile_graph(gm, tuple(example_inputs), backends=list(backends),
                            debug_dir=options.get("debug_dir"), backend_options=backend_options,
@@ -237,7 +242,15 @@ def lower_graph(gm: Any, example_inputs: Sequence[Any], backends: Sequence[str],
     module = rewrite_misaligned_linears(module)
     # When safe, the whole lowered program is captured, so one call is one graph replay.
     from .backends.cuda_graphs import wrap
-    return wrap(module, example_inputs, options.get("cuda_graphs"), dynamic=dynamic)
+    from .backends.gemm_choice import module_choices
+    choices = module_choices(module)
+    module = wrap(module, example_inputs, options.get("cuda_graphs"), dynamic=dynamic)
+    if choices:
+        try:
+            module.gemm_choices = choices  # for CompiledFunction.explain()
+        except AttributeError:
+            pass
+    return module
 
 
 def _warn_if_unclaimed(module: Any, requested: Sequence[str]) -> Any:

@@ -89,6 +89,7 @@ class Explanation:
                 lines = kernel.source.count("\n")
                 out.append(f"  kernel {kernel.name} ({lines} lines of source in "
                            f".kernels[{region.id}].source)")
+                out += [f"  {line}" for line in kernel.launch.get("gemm", ())]
             elif region.id in self.kernel_errors:
                 out.append(f"  kernel not compiled, the region runs eagerly: "
                            f"{self.kernel_errors[region.id]}")
@@ -138,11 +139,14 @@ def _planning_device(assume_device, backends, example_inputs) -> Optional[str]:
 def explain(fn: Any, *example_inputs: Any,
             backend: Union[str, Sequence[str], None] = None,
             assume_device: Union[str, bool, None] = None, compile_kernels: bool = True,
-            debug_dir: Optional[str] = None) -> Explanation:
+            debug_dir: Optional[str] = None, gemm: Optional[str] = None) -> Explanation:
     """Plan ``fn`` on ``example_inputs`` and explain every decision.
 
     ``backend`` is a name or names in preference order (default: every built-in backend,
-    in ``backends.registry.PREFERENCE`` order). ``fn`` may be a GraphModule.
+    in ``backends.registry.PREFERENCE`` order). ``fn`` may be a GraphModule. ``gemm`` is
+    ``compile``'s ``options["gemm"]`` (default as there: ``"auto"`` for the default backends,
+    ``"tilelang"`` for named ones); the compiled kernels say, per GEMM, which kernel was
+    chosen and the timings behind it.
     """
     from .backends.registry import PREFERENCE, try_resolve_backends
     from .compiler import graph_module_of
@@ -154,6 +158,7 @@ def explain(fn: Any, *example_inputs: Any,
     requested = PREFERENCE if backend is None else backend
     check_backend_names(requested)
     usable, missing = try_resolve_backends(requested)
+    usable = _with_gemm_policy(usable, gemm, named=backend is not None)
     device = _planning_device(assume_device, usable, example_inputs)
     gm = graph_module_of(fn, example_inputs)
     # The compile pipeline's own planning passes; re-labelling the devices (when planning
@@ -185,6 +190,14 @@ def explain(fn: Any, *example_inputs: Any,
     if compile_kernels:
         _compile_kernels(report, regions, {b.name: b for b in usable})
     return report
+
+
+def _with_gemm_policy(backends: List[Any], policy: Optional[str], named: bool) -> List[Any]:
+    """``backends`` with the TileLang one configured for GEMM ``policy`` (compile's default)."""
+    from .backends.gemm_choice import DEFAULT_POLICY, check_policy
+    policy = check_policy(policy or ("tilelang" if named else DEFAULT_POLICY))
+    return [b.configure(gemm=policy) if b.name == "tilelang" and hasattr(b, "configure") else b
+            for b in backends]
 
 
 def _compile_kernels(report: Explanation, regions, backends: Dict[str, Any]) -> None:

@@ -26,6 +26,10 @@ OPTIONS: Dict[str, str] = {
                    "for dynamic sizes, random and custom ops",
     "backend_options": "{backend name: {option: value}} for backend.configure",
     "shape_cache_size": "lowered programs kept per shape-generic graph (16)",
+    "gemm": "per GEMM on CUDA, TileLang kernel or cuBLAS + Triton epilogue: 'auto' (default with "
+            "backend='auto': cuBLAS unless a cached measurement says TileLang wins), 'measure' "
+            "(race both once, cached), 'cublas', 'tilelang' (default with named backends); "
+            "see backends/gemm_choice.py",
 }
 
 
@@ -50,6 +54,9 @@ def check_options(options: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     if options.get("cuda_graphs") not in (None, True, False):
         raise ValueError(f"options['cuda_graphs'] must be True, False or None (when safe), "
                          f"got {options['cuda_graphs']!r}")
+    if "gemm" in options:
+        from .backends.gemm_choice import check_policy
+        check_policy(options["gemm"])
     return dict(options)
 
 

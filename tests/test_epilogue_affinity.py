@@ -1,6 +1,7 @@
 """One planner across backends: a GEMM's epilogue joins the GEMM's backend (backend "auto" puts
 Triton first for pointwise work; the bias / activation / residual after a TileLang GEMM would
-otherwise be a second kernel and a second pass over the GEMM's output)."""
+otherwise be a second kernel and a second pass over the GEMM's output). Only where the GEMM may
+run as a TileLang kernel: ``gemm="tilelang"`` here; tests/test_gemm_choice.py covers the rest."""
 
 import pytest
 
@@ -30,7 +31,7 @@ class PointwiseFirst:
 
 def regions(fn, *args):
     gm, _ = plan_graph(tpg.capture(fn, *args), args,
-                       backends=[PointwiseFirst(), TileLangBackend(device="cuda")])
+                       backends=[PointwiseFirst(), TileLangBackend(device="cuda", gemm="tilelang")])
     return [(r.backend, r.names) for r in regions_from_meta(gm)], gm
 
 

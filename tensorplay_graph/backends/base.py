@@ -82,7 +82,9 @@ class Backend(Protocol):
     Optional attributes read where present: ``devices`` (device types its
     kernels run on; ``explain`` plans for them), ``profitable_devices`` (where
     ``compile(backend="auto")`` picks it), ``configure(**options)`` (returns the
-    backend configured with ``backend_options[name]`` from the pipeline).
+    backend configured with ``backend_options[name]`` from the pipeline),
+    ``prepare(regions)`` (called by ``lower`` with all of its regions before the first
+    ``compile``, e.g. to start builds side by side).
     """
 
     name: str

@@ -184,6 +184,9 @@ def lower(gm, regions: Optional[Sequence] = None, backends: Optional[Sequence] =
     if not regions and not alone:
         return gm
     table = _backend_table(backends)
+    for backend in table.values():  # optional: start the builds it will need side by side
+        if callable(getattr(backend, "prepare", None)):
+            backend.prepare([r for r in regions if r.backend == backend.name])
     kernels = {}
     failed = set()
     for region in tracked([*regions, *alone], "building kernels"):

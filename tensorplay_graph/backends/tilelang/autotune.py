@@ -33,7 +33,29 @@ def _load() -> Dict[str, dict]:
         return {}
 
 
-def _inputs(desc: GemmDesc):
+def cached_tilelang_ms(desc: GemmDesc) -> Optional[float]:
+    """The swept winner's time for ``desc`` on this GPU, if a sweep stored one (no timing)."""
+    entry = _load().get(_key(desc))
+    return float(entry["ms"]) if isinstance(entry, dict) and "ms" in entry else None
+
+
+def random_tensor(meta):
+    """Seeded small random values of ``meta``'s shape, dtype, device and strides."""
+    torch = adapter_for("torch")
+    device = meta.device
+    gen = torch.generator(device, 0)
+    values = (torch.randn(tuple(meta.shape), "float32", device=device, generator=gen) * 0.1)
+    values = values.to(torch.dtype(meta.dtype))
+    stride = tuple(getattr(meta, "stride", ()) or ())
+    if len(stride) != len(meta.shape) or values.stride() == stride:
+        return values
+    out = torch.module.empty_strided(tuple(meta.shape), stride, dtype=values.dtype, device=device)
+    out.copy_(values)
+    return out
+
+
+def tilelang_inputs(desc: GemmDesc):
+    """Seeded inputs ``(A, B, *epilogue inputs)`` of ``desc``'s shapes on the GPU."""
     torch = adapter_for("torch")
     gen = torch.generator("cuda", 0)
     dt = torch.dtype(desc.dtype)
@@ -66,7 +88,7 @@ def time_kernel(kernel: GemmKernel, args, reps: int = 20) -> float:
 def sweep(desc: GemmDesc, candidates: Optional[Sequence[TileConfig]] = None,
           reps: int = 20) -> List[Tuple[TileConfig, float]]:
     """(config, median ms) for each candidate that builds; failures are logged and skipped."""
-    a, b, ep = _inputs(desc)
+    a, b, ep = tilelang_inputs(desc)
     results = []
     for cfg in tracked(candidates or candidates_for(desc)[:SWEEP_SIZE],
                        f"autotuning GEMM {desc.M}x{desc.N}x{desc.K} {desc.dtype}", unit="config"):

@@ -5,7 +5,9 @@
 'tilelang'
 
 CUDA tensors: matmul / linear / bmm / addmm with the pointwise work after them
-fused as an epilogue (see ``gemm``), other pointwise runs fused (``pointwise``).
+fused as an epilogue (see ``gemm``), other pointwise runs fused (``pointwise``). Each GEMM
+group runs as this TileLang kernel or as the framework's matmul (cuBLAS) + a Triton epilogue,
+per ``options["gemm"]`` and the measurements of ``..gemm_choice``.
 CPU tensors (``backend="tilelang"`` only; ``"auto"`` leaves the CPU to eager, see
 ``profitable_devices``): pointwise only, through TileLang's C target: long chains
 of cheap float32 ops (see ``CPU_*`` below and benchmarks/RESULTS.md). Transcendentals stay
@@ -18,13 +20,13 @@ import logging
 from typing import Any, Dict, List, Optional, Tuple
 
 from ...errors import LoweringError
-from ...prims.lowering import Gemm
 from ..base import Kernel, Region, record_declines
+from ..gemm_choice import CUBLAS, DEFAULT_POLICY, check_policy, tilelang_won
 from . import exprs
 from . import plan as planner
+from .choice import bare_key, choice_for, prefetch
 from .gemm import GEMM_DTYPES, EpInput, EpStep, GemmDesc, GemmKernel, heuristic_config, lower_cuda
 from .pointwise import PointwiseDesc, PwInput, PwOutput, PwStep, compile_pointwise
-from .program import numel
 
 log = logging.getLogger(__name__)
 
@@ -41,35 +43,9 @@ def _is_tile_lang_op(node: Any) -> bool:
     return bool(getattr(node.target, "is_tile_lang_op", False))
 
 
-def _gemm_rule(prim: Any) -> Optional[Gemm]:
-    rule = prim.lowering("tilelang")
-    return rule if isinstance(rule, Gemm) else None
-
-
-def _gemm_dims(node: Any) -> Tuple[Optional[tuple], Optional[str]]:
-    """((batch, M, N, K, trans_b), None) for a matmul-kind node, or (None, reason)."""
-    prim, args = node.meta["prim"], node.meta.get("prim_args") or {}
-    rule = _gemm_rule(prim)
-    if rule is None:
-        return None, f"matmul prim {prim.name!r} has no TileLang Gemm rule in its record"
-    a, b, trans_b = args.get(rule.lhs), args.get(rule.rhs), rule.rhs_transposed
-    if not (planner.is_node(a) and planner.is_node(b)):
-        return None, f"{prim.name}: operands must be tensors"
-    sa, sb = planner.tensor_meta(a).shape, planner.tensor_meta(b).shape
-    if len(sb) == 2 and len(sa) >= 2:
-        K = sa[-1]
-        N = sb[0] if trans_b else sb[1]
-        if (sb[1] if trans_b else sb[0]) != K:
-            return None, f"{prim.name}: inner sizes differ ({sa} x {sb})"
-        return (0, numel(sa[:-1]), N, K, trans_b), None
-    if len(sa) == 3 and len(sb) == 3 and sa[0] == sb[0] and not trans_b:
-        return (sa[0], sa[1], sb[2], sa[2], False), None
-    return None, f"{prim.name}: operand shapes {sa} x {sb} are not a 2-d or batched GEMM"
-
-
 def _epilogue_operands(node: Any) -> List[Tuple[Any, Optional[str]]]:
     """(operand, "col" | "full" | None) for each tensor the Gemm rule's epilogue reads."""
-    rule, args = _gemm_rule(node.meta["prim"]), node.meta.get("prim_args") or {}
+    rule, args = planner.gemm_rule(node.meta["prim"]), node.meta.get("prim_args") or {}
     out_shape = tuple(planner.tensor_meta(node).shape)
     return [(args[key], planner.epilogue_kind(args[key], out_shape))
             for key in rule.epilogue_operands if planner.is_node(args.get(key))]
@@ -86,14 +62,21 @@ class TileLangBackend:
     # "auto" never picks it there. backend="tilelang" still compiles CPU regions.
     profitable_devices = ("cuda",)
 
-    def __init__(self, device: Optional[str] = None, autotune: bool = False) -> None:
+    def __init__(self, device: Optional[str] = None, autotune: bool = False,
+                 gemm: str = DEFAULT_POLICY, timer: Any = None) -> None:
         self.device = device
         self.autotune = autotune
+        self.gemm = check_policy(gemm)   # TileLang or cuBLAS per GEMM: see gemm_choice
+        self.timer = timer               # measures candidates (default: CUDA events)
 
-    def configure(self, device: Optional[str] = None, autotune: Optional[bool] = None) -> "TileLangBackend":
-        """A copy with options (``compile(..., backend_options={"tilelang": {...}})``)."""
+    def configure(self, device: Optional[str] = None, autotune: Optional[bool] = None,
+                  gemm: Optional[str] = None, timer: Any = None) -> "TileLangBackend":
+        """A copy with options (``compile(..., backend_options={"tilelang": {...}})``;
+        ``gemm`` is also ``compile(..., options={"gemm": ...})``)."""
         return TileLangBackend(device if device is not None else self.device,
-                               self.autotune if autotune is None else autotune)
+                               self.autotune if autotune is None else autotune,
+                               self.gemm if gemm is None else gemm,
+                               self.timer if timer is None else timer)
 
     # ------------------------------------------------------------------ support
     def supports(self, node: Any) -> Optional[str]:
@@ -122,7 +105,7 @@ class TileLangBackend:
         dtypes = {planner.tensor_meta(v).dtype for v in planner.tensor_args(node)}
         if not dtypes <= set(GEMM_DTYPES):
             return f"GEMM dtypes {sorted(dtypes)} unsupported; cast operands to bfloat16 or float16"
-        dims, reason = _gemm_dims(node)
+        dims, reason = planner.gemm_dims(node)
         if reason:
             return reason
         for operand, kind in _epilogue_operands(node):
@@ -174,7 +157,17 @@ class TileLangBackend:
         return len(seen)
 
     def absorbs(self, producer: Any, node: Any) -> bool:
-        """``node`` joins the GEMM epilogue ending at ``producer`` (see ``plan.absorbs``)."""
+        """``node`` joins the GEMM epilogue ending at ``producer`` (see ``plan.absorbs``), where
+        the GEMM may run as a TileLang kernel: under ``gemm="cublas"`` never, under ``"auto"``
+        where a race stored for the GEMM was won by TileLang (``gemm_choice.tilelang_won``)."""
+        if self.gemm == CUBLAS:
+            return False
+        if self.gemm == DEFAULT_POLICY and planner.prim_kind(producer) == "matmul":
+            try:
+                if not tilelang_won(bare_key(producer), self.timer):
+                    return False
+            except (LoweringError, ImportError):
+                return False
         return planner.absorbs(self, producer, node)
 
     # ------------------------------------------------------------------ compile
@@ -189,7 +182,7 @@ class TileLangBackend:
             if not group.outputs:  # nothing reads it (dead code): no kernel to build or run
                 continue
             if group.kind == "gemm":
-                steps.append(self._gemm_step(group, names))
+                steps.append(self._gemm_step(group, names, region.id))
             else:
                 steps.append(self._pointwise_step(group, names, "c" if device == "cpu" else "cuda"))
         return self._kernel(region, steps)
@@ -197,16 +190,17 @@ class TileLangBackend:
     def gemm_descs(self, region: Region) -> List[Tuple[GemmDesc, List[Any]]]:
         """(GemmDesc, operand nodes) for each GEMM group of ``region``."""
         names = planner.value_names(list(region.inputs) + list(region.nodes))
-        return [self._gemm_desc(g, names) for g in planner.plan(region) if g.kind == "gemm"]
+        return [self.gemm_desc(g, names) for g in planner.plan(region) if g.kind == "gemm"]
 
     def cuda_sources(self, region: Region, arch: str = "sm_90a") -> List[str]:
         """CUDA C++ of every GEMM in ``region`` for ``arch``; needs no GPU."""
         return [lower_cuda(d, heuristic_config(d), arch) for d, _ in self.gemm_descs(region)]
 
-    def _gemm_desc(self, group: planner.Group, names: Dict[Any, str]) -> Tuple[GemmDesc, List[Any]]:
+    def gemm_desc(self, group: planner.Group, names: Dict[Any, str]) -> Tuple[GemmDesc, List[Any]]:
+        """(GemmDesc, operand nodes A, B, epilogue inputs) of one GEMM group."""
         mm = group.nodes[0]
-        rule, args = _gemm_rule(mm.meta["prim"]), mm.meta.get("prim_args") or {}
-        (batch, M, N, K, trans_b), _ = _gemm_dims(mm)
+        rule, args = planner.gemm_rule(mm.meta["prim"]), mm.meta.get("prim_args") or {}
+        (batch, M, N, K, trans_b), _ = planner.gemm_dims(mm)
         a, b = args[rule.lhs], args[rule.rhs]
         ep_inputs: List[Tuple[Any, str]] = []
         for operand, kind in _epilogue_operands(mm):
@@ -228,15 +222,29 @@ class TileLangBackend:
                         tuple(n.format_node() for n in group.nodes))
         return desc, [a, b] + [n for n, _ in ep_inputs]
 
-    def _gemm_step(self, group: planner.Group, names: Dict[Any, str]):
-        desc, operands = self._gemm_desc(group, names)
+    def _gemm_step(self, group: planner.Group, names: Dict[Any, str], region_id: int):
+        """The step of one GEMM group: the TileLang kernel or cuBLAS + a Triton epilogue,
+        whichever :func:`.choice.choice_for` picks (nothing TileLang is compiled for cuBLAS's)."""
+        desc, operands = self.gemm_desc(group, names)
+        shape = tuple(planner.tensor_meta(group.tail).shape)
+        choice, cublas, tilelang = choice_for(self, group, desc, region_id)
+        if choice.winner == CUBLAS:
+            kernel = cublas.kernel()
+            return ("cublas", kernel, kernel.inputs, [group.tail], [shape], choice)
+        kernel = tilelang.built or self.tilelang_kernel(desc).build_async()
+        return ("gemm", kernel, operands, [group.tail], [shape], choice)
+
+    def prepare(self, regions: List[Region]) -> None:
+        """Called by ``lower`` before it compiles ``regions``: see :func:`.choice.prefetch`."""
+        prefetch(self, regions)
+
+    def tilelang_kernel(self, desc: GemmDesc) -> GemmKernel:
+        """The (unbuilt) TileLang kernel for ``desc``: autotuned tiles if configured so."""
         cfg = None
         if self.autotune:
             from .autotune import tuned_config
             cfg = tuned_config(desc)
-        kernel = GemmKernel(desc, cfg).build_async()
-        shape = tuple(planner.tensor_meta(group.tail).shape)
-        return ("gemm", kernel, operands, [group.tail], [shape])
+        return GemmKernel(desc, cfg)
 
     def _pointwise_step(self, group: planner.Group, names: Dict[Any, str], target: str):
         inside = set(group.nodes)
@@ -263,15 +271,18 @@ class TileLangBackend:
 
         def run(*values: Any) -> tuple:
             env = dict(zip(inputs, values))
-            for _, kernel, operands, produced, shapes in steps:
+            for _, kernel, operands, produced, shapes, *_ in steps:
                 results = kernel(*[env[v] for v in operands])
                 for node, value, shape in zip(produced, results, shapes):
                     env[node] = value.reshape(shape) if tuple(value.shape) != shape else value
             return tuple(env[o] for o in outputs)
 
         source = "\n\n".join(k.source for _, k, *_ in steps)
-        launch = {"kernels": [{"kind": kind, "key": k.key, **({"tiles": k.cfg.__dict__} if kind == "gemm" else {})}
+        launch = {"kernels": [{"kind": kind, "key": k.key, **_launch_detail(kind, k)}
                               for kind, k, *_ in steps]}
+        choices = [step[5].describe() for step in steps if len(step) > 5]
+        if choices:
+            launch["gemm"] = choices
         return Kernel(f"tilelang_region_{region.id}", self.name, run, source, launch)
 
     def _compile_ops(self, region: Region) -> Kernel:
@@ -290,6 +301,14 @@ class TileLangBackend:
         names = ", ".join(n.name for n in nodes)
         return Kernel(f"tilelang_ops_{region.id}", self.name, run,
                       f"# tile_lang_op nodes run their registered kernels: {names}\n", {"ops": names})
+
+
+def _launch_detail(kind: str, kernel: Any) -> Dict[str, Any]:
+    if kind == "gemm":
+        return {"tiles": kernel.cfg.__dict__}
+    if kind == "cublas":
+        return {"call": kernel.call, "epilogue": kernel.epilogue_kernels}
+    return {}
 
 
 def make_backend() -> TileLangBackend:

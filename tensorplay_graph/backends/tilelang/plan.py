@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ...errors import LoweringError
+from ...prims.lowering import Gemm
 from .program import identifier, literal, numel
 
 
@@ -118,6 +119,32 @@ def plan(region: Any) -> List[Group]:
         inside = set(g.nodes)
         g.outputs = [n for n in g.nodes if n in region.outputs or any(u not in inside for u in n.users)]
     return groups
+
+
+def gemm_rule(prim: Any) -> Optional[Gemm]:
+    rule = prim.lowering("tilelang")
+    return rule if isinstance(rule, Gemm) else None
+
+
+def gemm_dims(node: Any) -> Tuple[Optional[tuple], Optional[str]]:
+    """((batch, M, N, K, trans_b), None) for a matmul-kind node, or (None, reason)."""
+    prim, args = node.meta["prim"], node.meta.get("prim_args") or {}
+    rule = gemm_rule(prim)
+    if rule is None:
+        return None, f"matmul prim {prim.name!r} has no TileLang Gemm rule in its record"
+    a, b, trans_b = args.get(rule.lhs), args.get(rule.rhs), rule.rhs_transposed
+    if not (is_node(a) and is_node(b)):
+        return None, f"{prim.name}: operands must be tensors"
+    sa, sb = tensor_meta(a).shape, tensor_meta(b).shape
+    if len(sb) == 2 and len(sa) >= 2:
+        K = sa[-1]
+        N = sb[0] if trans_b else sb[1]
+        if (sb[1] if trans_b else sb[0]) != K:
+            return None, f"{prim.name}: inner sizes differ ({sa} x {sb})"
+        return (0, numel(sa[:-1]), N, K, trans_b), None
+    if len(sa) == 3 and len(sb) == 3 and sa[0] == sb[0] and not trans_b:
+        return (sa[0], sa[1], sb[2], sa[2], False), None
+    return None, f"{prim.name}: operand shapes {sa} x {sb} are not a 2-d or batched GEMM"
 
 
 def render_args(node: Any, names: Dict[Any, str]) -> Dict[str, Any]:
