@@ -25,6 +25,8 @@ OPTIONS: Dict[str, str] = {
     "cuda_graphs": "None: one CUDA graph replay per call when safe; False: never; True: also "
                    "for dynamic sizes, random and custom ops",
     "backend_options": "{backend name: {option: value}} for backend.configure",
+    "channels_last": "None: conv nets on CUDA run channels_last (NHWC) when it pays; True: "
+                     "always when the program has 4-d convolutions; False: never",
     "shape_cache_size": "lowered programs kept per shape-generic graph (16)",
 }
 
@@ -50,6 +52,9 @@ def check_options(options: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     if options.get("cuda_graphs") not in (None, True, False):
         raise ValueError(f"options['cuda_graphs'] must be True, False or None (when safe), "
                          f"got {options['cuda_graphs']!r}")
+    if options.get("channels_last") not in (None, True, False):
+        raise ValueError(f"options['channels_last'] must be True, False or None (decided per "
+                         f"program), got {options['channels_last']!r}")
     return dict(options)
 
 
