@@ -347,6 +347,10 @@ class CompiledFunction:
         lines += [f"  specialization {i}: cuda graphs {note}"
                   for i, spec in enumerate(self.specializations.values())
                   for note in [getattr(spec.lowered, "cuda_graphs", None)] if note]
+        from .passes.channels_last import layout_note
+        lines += [f"  specialization {i}: memory layout {note}"
+                  for i, spec in enumerate(self.specializations.values())
+                  for note in [layout_note(spec.lowered)] if note]
         return "\n".join(lines)
 
     def reset(self) -> None:

@@ -42,7 +42,7 @@ from .eager_layout import to_eager_layout
 log = logging.getLogger(__name__)
 
 __all__ = ["channels_last", "to_channels_last", "leave_channels_last", "ChannelsLastWeight",
-           "channels_last_strides"]
+           "channels_last_strides", "layout_note"]
 
 #: 16-bit and float32 convolutions have NHWC kernels in cuDNN (Inductor's layout rule).
 CONV_DTYPES = ("float16", "bfloat16", "float32")
@@ -133,6 +133,15 @@ class ChannelsLastWeight:
             if self._refresh(weight) is not old:
                 return False  # a new buffer: the captured graph reads the old one
         return True
+
+
+def layout_note(module: Any) -> Optional[str]:
+    """The decision recorded in a (lowered) program's output node, or None."""
+    graph = getattr(module, "graph", None)
+    for node in reversed(list(getattr(graph, "nodes", ()))):
+        if node.op == "output":
+            return node.meta.get("layout")
+    return None
 
 
 def _meta(node: Any) -> Optional[TensorMeta]:

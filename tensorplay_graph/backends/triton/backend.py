@@ -23,7 +23,7 @@ from .cache import KernelCache
 from .codegen_rows import MAX_ROW
 from .kernel_desc import TL_DTYPES
 from .lowering import is_node, plan_region, row_dims
-from .plan import eager_fallback, interpreting
+from .plan import PointwiseSpace, eager_fallback, interpreting
 
 
 _TENSORPLAY = adapter_for("tensorplay")
@@ -141,6 +141,9 @@ class TritonBackend:
         guard = _eager_guard(region)
         result_slots = [slots[n] for n in region.outputs]
         sources = _render_examples(steps)
+        # Pointwise kernels write eager's strides themselves (lower adds no copy after them).
+        pointwise = {n for s in steps if isinstance(s.plan.space, PointwiseSpace) for n in s.outputs}
+        strides = {"eager_strides": tuple(n in pointwise for n in region.outputs)}
 
         if len(plan) == 1 and plan[0][1] == list(range(len(region.inputs))) and \
                 plan[0][2] == result_slots == list(range(len(region.inputs), width)):
@@ -153,7 +156,8 @@ class TritonBackend:
                     return _from_torch(outs) if any(foreign) else outs
                 return tuple(single(*values))
             return Kernel(f"triton_region_{region.id}", self.name, guard(run), "\n\n".join(sources),
-                          {"kernels": [single.desc.name], "compile_s": time.perf_counter() - start})
+                          {"kernels": [single.desc.name], "compile_s": time.perf_counter() - start,
+                           **strides})
 
         def run(*values):
             foreign: List[bool] = []
@@ -166,7 +170,7 @@ class TritonBackend:
             return _from_torch(out) if any(foreign) else out
 
         launch = {"kernels": [s.plan.desc.name for s in steps],
-                  "compile_s": time.perf_counter() - start}
+                  "compile_s": time.perf_counter() - start, **strides}
         return Kernel(f"triton_region_{region.id}", self.name, guard(run), "\n\n".join(sources),
                       launch)
 
