@@ -104,10 +104,10 @@ class ChannelsLastWeight:
         return self._refresh(weight)
 
     def _refresh(self, weight: Any) -> Any:
-        stride = channels_last_strides(tuple(weight.shape))
+        shape, stride = tuple(weight.shape), channels_last_strides(tuple(weight.shape))
         copy = self._copy
-        if tuple(weight.stride()) == stride:
-            copy = weight  # already channels_last (1x1 kernels): no copy at all
+        if all(a == b or n == 1 for n, a, b in zip(shape, weight.stride(), stride)):
+            copy = weight  # already NHWC in memory (1x1 kernels): cuDNN reads it as it is
         elif copy is not None and copy is not self._last() and copy.shape == weight.shape and \
                 copy.dtype == weight.dtype and copy.device == weight.device:
             copy.copy_(weight.detach())  # same buffer: a captured CUDA graph reads it
