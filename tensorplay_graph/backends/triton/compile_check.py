@@ -61,10 +61,13 @@ def compile_for_hopper(desc: KernelDesc, source: KernelSource, layout: Layout,
 
 def check_plan(plan: Any, in_meta) -> Dict[str, Any]:
     """Compile-check a ``KernelPlan`` for the layout of ``in_meta`` [(shape, stride), ...]."""
-    from .plan import next_pow2
+    from .plan import next_pow2, tile_2d
     layout = plan.layout_for(in_meta)
     source = plan.render(layout)
-    if layout.n is None:
+    if "BLOCK_C" in source.constexprs:
+        block_c, block_r = tile_2d(layout.numel // layout.sizes[-1], layout.sizes[-1])
+        constexprs, warps = {"BLOCK_R": block_r, "BLOCK_C": block_c}, 4
+    elif layout.n is None:
         constexprs, warps = {"BLOCK_SIZE": 1024}, 4
     else:
         block = next_pow2(layout.n)

@@ -18,6 +18,8 @@ from ...ir.meta import contiguous_strides
 Strides = Tuple[int, ...]
 #: A pointwise kernel tiles rows x columns when the last dim has at least this many elements.
 MIN_TILE_COLS = 16
+#: ... and at most this many: the column tiles (128 wide) are grid dim 1, at most 65535 of them.
+MAX_TILE_COLS = 65535 * 128
 
 
 def broadcast_strides(shape: Sequence[int], stride: Sequence[int], target: Sequence[int]) -> Strides:
@@ -90,8 +92,9 @@ class Layout:
         """Whether a pointwise kernel walks 2-d tiles (rows x the last dim): some operand is
         not addressed by the flat index and the last dim is long enough to tile. A
         per-channel operand (batch norm's scale) is then loaded once per tile column."""
-        return self.n is None and len(self.sizes) >= 2 and self.sizes[-1] >= MIN_TILE_COLS \
-            and not all(self.is_linear(i) for i in range(len(self.strides)))
+        return self.n is None and len(self.sizes) >= 2 and \
+            MIN_TILE_COLS <= self.sizes[-1] <= MAX_TILE_COLS and \
+            not all(self.is_linear(i) for i in range(len(self.strides)))
 
     def operand_kind(self, i: int) -> str:
         """How a tiled kernel addresses operand ``i``: ``linear`` (the flat index),
