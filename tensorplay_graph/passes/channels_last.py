@@ -128,7 +128,7 @@ class ChannelsLastWeight:
         weight = self._last()
         if weight is None:
             return False
-        if (weight._version, weight.data_ptr()) != self._key:
+        if self._copy is not weight and (weight._version, weight.data_ptr()) != self._key:
             old = self._copy
             if self._refresh(weight) is not old:
                 return False  # a new buffer: the captured graph reads the old one
