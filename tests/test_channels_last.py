@@ -197,6 +197,14 @@ def test_explain_shows_the_layout_decision():
     assert "memory layout channels_last (forced)" in compiled.explain()
 
 
+def test_global_pooling_of_nhwc_runs_on_eager_reduction():
+    """One rows-kernel program per (n, c) would read H*W elements C apart: Triton declines."""
+    plan = tpg.explain(resnet50ish(), torch.randn(2, 3, 32, 32), backend="triton",
+                       compile_kernels=False)
+    assert "short rows" in plan.declined["adaptive_avg_pool2d"]["triton"]
+    assert plan.regions[-1].nodes[-1].startswith("relu")  # the last epilogue stays fused
+
+
 def test_in_place_writes_keep_the_program_in_eager_layout():
     conv = nn.Conv2d(3, 4, 3).eval()
 

@@ -175,6 +175,12 @@ class TritonBackend:
                       launch)
 
 
+#: A reduction over strided rows shorter than this, with at least this many rows per row
+#: element, is left to eager (``_rows_verdict``).
+SHORT_ROW = 128
+MANY_ROWS_PER_ELEMENT = 16
+
+
 def _rows_verdict(node: Any, prim: Any) -> Optional[str]:
     """Whether a reduction / norm node's row fits one rows kernel."""
     a = node.meta["prim_args"].get("a")
@@ -197,6 +203,15 @@ def _rows_verdict(node: Any, prim: Any) -> Optional[str]:
         return f"{prim.name} over an empty tensor {shape} runs eagerly (identity or error)"
     if n > MAX_ROW:
         return f"rows of {n} elements exceed the {MAX_ROW} a rows kernel keeps in registers"
+    rows = 1
+    for d, size in enumerate(shape):
+        rows *= 1 if d in dims else size
+    if dims and stride[dims[-1]] != 1 and n < SHORT_ROW and rows >= MANY_ROWS_PER_ELEMENT * n:
+        # Global pooling of an NHWC tensor: one program per (n, c) row would read its H*W
+        # elements C apart (one element per memory sector); eager's reduction reads them
+        # coalesced across the channels.
+        return (f"{rows} short rows of {n} elements {stride[dims[-1]]} apart in memory: eager's "
+                "reduction reads them coalesced across rows, a rows kernel one element per sector")
     return None
 
 
