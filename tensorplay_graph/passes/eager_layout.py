@@ -9,7 +9,8 @@ view of a contiguous tensor and a copy of a permuted one, ``contiguous()`` retur
 ``lower`` therefore follows every region output whose recorded eager strides (capture
 measured them on the example inputs: ``TensorMeta.stride``) are not row-major by a
 ``to_eager_layout(value, stride)`` node; the contiguous common case gets no node and
-no copy.
+no copy, and neither does an output its kernel already wrote with those strides (Triton's
+pointwise kernels: ``Kernel.launch["eager_strides"]``).
 
 >>> needs_eager_layout(TensorMeta((2, 3), "float32", stride=(1, 2)))   # doctest: +SKIP
 True
