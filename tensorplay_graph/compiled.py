@@ -350,6 +350,10 @@ class CompiledFunction:
         lines += [f"  specialization {i}: {choice}"
                   for i, spec in enumerate(self.specializations.values())
                   for choice in getattr(spec.lowered, "gemm_choices", ())]
+        from .passes.channels_last import layout_note
+        lines += [f"  specialization {i}: memory layout {note}"
+                  for i, spec in enumerate(self.specializations.values())
+                  for note in [layout_note(spec.lowered)] if note]
         return "\n".join(lines)
 
     def reset(self) -> None:

@@ -24,6 +24,9 @@ Options (one dict, shared by all three entry points):
                     why not); ``False``: never; ``True``: also for dynamic sizes,
                     random and custom ops. Outputs behave like eager outputs
 ``backend_options`` ``{backend name: {option: value}}`` for ``backend.configure``
+``channels_last``   ``None`` (default): conv nets on CUDA run channels_last
+                    (:mod:`.passes.channels_last` says when); ``True``: whenever the
+                    program has 4-d convolutions (the CPU too); ``False``: never
 ``shape_cache_size`` lowered programs kept per shape-generic graph (16; see
                     :mod:`tensorplay_graph.dynamic_shapes`)
 ==================  ===============================================================
@@ -194,7 +197,7 @@ def build_runner(gm: Any, example_inputs: Sequence[Any], *, backends: BackendSpe
         backends = choose_backends(_device_of(example_inputs))
     names = [b for b in backends if b != "interpreter"]
     explicit = list(names)
-    if not names and not options.get("debug_dir"):
+    if not names and not options.get("debug_dir") and options.get("channels_last") is not True:
         logger.debug("no backend chosen: the captured graph runs through eager dispatch")
         framework = _framework_of(example_inputs)
         eager = eager_program(gm, framework)
@@ -234,7 +237,7 @@ def lower_graph(gm: Any, example_inputs: Sequence[Any], backends: Sequence[str],
     managers: list = []
     module = compile_graph(gm, tuple(example_inputs), backends=list(backends),
                            debug_dir=options.get("debug_dir"), backend_options=backend_options,
-                           manager_out=managers)
+                           manager_out=managers, layout=options.get("channels_last"))
     timings = managers[0].timings
     planned = [name for name in PLANNING_PASSES if name in timings]
     logger.info("planning (%s): %.2f s", ", ".join(planned), sum(timings[n] for n in planned))

@@ -53,6 +53,7 @@ class Explanation:
     eager: List[str] = field(default_factory=list)                # unclaimed, not barriers
     timings: Dict[str, float] = field(default_factory=dict)
     planned_device: Optional[str] = None  # set when tensors were re-labelled for planning
+    layout: Optional[str] = None  # the channels_last pass's decision and why (conv nets)
 
     def region_of(self, node_name: str) -> Optional[RegionInfo]:
         return next((r for r in self.regions if node_name in r.nodes), None)
@@ -77,6 +78,8 @@ class Explanation:
                        f"(nothing was run there)")
         for name, why in self.missing_backends.items():
             out.append(f"  backend {name!r} is not available here, planned without it: {why}")
+        if self.layout:
+            out.append(f"  memory layout: {self.layout}")
         claimed = sum(len(r.nodes) for r in self.regions)
         out.append(f"{len(self.regions)} region(s) covering {claimed} node(s); "
                    f"{len(self.barriers)} barrier(s); {len(self.eager)} other eager node(s)")
@@ -139,14 +142,16 @@ def _planning_device(assume_device, backends, example_inputs) -> Optional[str]:
 def explain(fn: Any, *example_inputs: Any,
             backend: Union[str, Sequence[str], None] = None,
             assume_device: Union[str, bool, None] = None, compile_kernels: bool = True,
-            debug_dir: Optional[str] = None, gemm: Optional[str] = None) -> Explanation:
+            debug_dir: Optional[str] = None, gemm: Optional[str] = None,
+            layout: Optional[bool] = None) -> Explanation:
     """Plan ``fn`` on ``example_inputs`` and explain every decision.
 
     ``backend`` is a name or names in preference order (default: every built-in backend,
     in ``backends.registry.PREFERENCE`` order). ``fn`` may be a GraphModule. ``gemm`` is
     ``compile``'s ``options["gemm"]`` (default as there: ``"auto"`` for the default backends,
     ``"tilelang"`` for named ones); the compiled kernels say, per GEMM, which kernel was
-    chosen and the timings behind it.
+    chosen and the timings behind it. ``layout`` is the ``channels_last`` option (None: decided
+    for the planned device).
     """
     from .backends.registry import PREFERENCE, try_resolve_backends
     from .compiler import graph_module_of
@@ -162,18 +167,21 @@ def explain(fn: Any, *example_inputs: Any,
     device = _planning_device(assume_device, usable, example_inputs)
     gm = graph_module_of(fn, example_inputs)
     # The compile pipeline's own planning passes; re-labelling the devices (when planning
-    # for another device) goes right before the first pass that asks the backends.
-    passes = build_passes(tuple(example_inputs), usable, upto=PLANNING_PASSES[-1])
+    # for another device) goes right before the first pass that decides by device.
+    passes = build_passes(tuple(example_inputs), usable, upto=PLANNING_PASSES[-1],
+                          layout=layout)
     if device is not None:
-        at = [name for name, _ in passes].index("barriers")
+        at = [name for name, _ in passes].index("channels_last")
         passes.insert(at, ("assume_device", lambda g: _relabel_device(g, device)))
     manager = PassManager(passes, debug_dir=debug_dir)  # lints in debug / test mode
     gm = manager(gm)
     regions = regions_from_meta(gm)
+    output = next((n for n in reversed(gm.graph.nodes) if n.op == "output"), None)
 
     report = Explanation(graph_module=gm, backends=[b.name for b in usable],
                          missing_backends=missing, timings=dict(manager.timings),
-                         planned_device=device)
+                         planned_device=device,
+                         layout=None if output is None else output.meta.get("layout"))
     for region in regions:
         report.regions.append(RegionInfo(region.id, region.backend, region.names,
                                          [n.name for n in region.inputs],

@@ -25,6 +25,8 @@ OPTIONS: Dict[str, str] = {
     "cuda_graphs": "None: one CUDA graph replay per call when safe; False: never; True: also "
                    "for dynamic sizes, random and custom ops",
     "backend_options": "{backend name: {option: value}} for backend.configure",
+    "channels_last": "None: conv nets on CUDA run channels_last (NHWC) when it pays; True: "
+                     "always when the program has 4-d convolutions; False: never",
     "shape_cache_size": "lowered programs kept per shape-generic graph (16)",
     "gemm": "per GEMM on CUDA, TileLang kernel or cuBLAS + Triton epilogue: 'auto' (default with "
             "backend='auto': cuBLAS unless a cached measurement says TileLang wins), 'measure' "
@@ -57,6 +59,9 @@ def check_options(options: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     if "gemm" in options:
         from .backends.gemm_choice import check_policy
         check_policy(options["gemm"])
+    if options.get("channels_last") not in (None, True, False):
+        raise ValueError(f"options['channels_last'] must be True, False or None (decided per "
+                         f"program), got {options['channels_last']!r}")
     return dict(options)
 
 

@@ -63,7 +63,7 @@ def test_explain_prints_plan_and_writes_every_stage(program, tmp_path, capsys):
     dots = sorted(p.name for p in out_dir.glob("*.dot"))
     assert [name.split("_", 1)[1] for name in dots] == [
         "input.dot", "normalize.dot", "shape_prop.dot", "decompose.dot", "functionalize.dot",
-        "barriers.dot", "partition.dot"]
+        "channels_last.dot", "barriers.dot", "partition.dot"]
     assert (out_dir / "explain.svg").read_text().count("cluster_region_0") >= 1
 
 

@@ -60,7 +60,7 @@ def check(f, inputs, rtol=1e-5):
         assert type(g) is type(e)
         np.testing.assert_allclose(as_np(g), as_np(e), rtol=rtol, atol=1e-6)
     assert list(mgr[0].timings) == ["normalize", "shape_prop", "decompose", "functionalize",
-                                    "barriers", "partition", "lower", "cleanup"]
+                                    "channels_last", "barriers", "partition", "lower", "cleanup"]
     return lowered
 
 

@@ -34,3 +34,21 @@ def test_generated_kernels_compile_for_hopper(name):
         assert result["cubin_bytes"] > 0
         assert ".target sm_90" in result["ptx"]
         assert "ld.global" in result["ptx"] and "st.global" in result["ptx"]
+
+
+def test_tiled_channels_last_kernel_compiles_for_hopper():
+    """A ResNet epilogue in NHWC (batch norm + residual add + relu, bf16): the tiled kernel."""
+    from tensorplay_graph.prims.nn import batch_norm_channels
+
+    def epilogue(b, x, r, mean, var, w, bias):
+        y = b.call(batch_norm_channels, x, mean, var, w, bias, 1e-5)
+        return b.call(torch.relu, b.call(torch.add, y, r))
+
+    nhwc = [torch.randn(4, 64, 8, 8).to(torch.bfloat16).contiguous(
+        memory_format=torch.channels_last) for _ in range(2)]
+    channels = [torch.rand(64, 1, 1).to(torch.bfloat16) + 0.5 for _ in range(4)]
+    (step,) = plan_region(build(epilogue, *nhwc, *channels))
+    metas = [(tuple(n.meta["tensor_meta"].shape), n.meta["tensor_meta"].stride) for n in step.inputs]
+    assert "BLOCK_C" in step.plan.render(step.plan.layout_for(metas)).text
+    result = check_plan(step.plan, metas)
+    assert result["cubin_bytes"] > 0 and ".target sm_90" in result["ptx"]

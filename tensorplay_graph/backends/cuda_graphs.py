@@ -11,7 +11,8 @@ the default -- no random op and no custom op running arbitrary host code.
 :class:`CudaGraphRunner` then runs the program: call 1 as is (kernels compile, lazy state
 settles), call 2 captures it and replays, later calls replay. Inputs whose storage is the same
 on calls 1 and 2 (parameters, a reused buffer) are read in place; the others are copied into
-private buffers before each replay. Outputs behave like eager outputs: a caller still holding
+private buffers before each replay; call-time caches the program reads (a channels_last conv
+weight: ``refresh_for_replay``) are brought up to date before each replay. Outputs behave like eager outputs: a caller still holding
 the previous call's result (the tensor or a view of it) never sees it overwritten: the buffers
 it holds are left to it, the program is captured again (a new memory pool) and from then on each
 call returns copies out of the graph's pool. While nobody holds the previous result, the
@@ -246,6 +247,11 @@ class CudaGraphRunner:
         self._spec: Any = None
         self._baseline: List[Tuple[int, int]] = []
         self._copy_out = False
+        # Call-time caches the graph reads (channels_last conv weights): brought up to date
+        # before each replay, since a replay runs none of the program's Python.
+        graph = getattr(fn, "graph", None)
+        self._refresh = [n.target for n in getattr(graph, "nodes", ())
+                         if callable(getattr(n.target, "refresh_for_replay", None))]
 
     @property
     def cuda_graphs(self) -> str:
@@ -276,6 +282,9 @@ class CudaGraphRunner:
                        "capturing again and copying outputs out of the graph's pool from now on "
                        "(drop the previous result before calling again to avoid the copy)")
             return self._capture(args, [slot for slot, _ in self._private])
+        for cache in self._refresh:
+            if not cache.refresh_for_replay():
+                return self._recapture(args, "a cached channels_last weight was replaced")
         for slot, buffer in self._private:
             value = args[slot]
             if value.data_ptr() != buffer.data_ptr():

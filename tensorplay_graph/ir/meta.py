@@ -22,6 +22,8 @@ key                 written by                     value
 ``kernel``          ``lower``                      the compiled ``Kernel`` of a lowered node
 ``subgraph``        ``lower``                      ``RegionGraph``: the region; ``.graph()`` builds its ``Graph``
 ``type``            ``Graph.create_node``          its ``type_expr`` argument (an annotation)
+``layout``          ``channels_last`` (on the      ``str``: whether the program runs
+                    output node)                   channels_last, and why
 ==================  =============================  ==========================================
 """
 
@@ -43,6 +45,22 @@ def contiguous_strides(shape: Tuple[int, ...]) -> Tuple[int, ...]:
         strides.append(running)
         running *= max(size, 1)
     return tuple(reversed(strides))
+
+
+def permuted_strides(meta: Any) -> Optional[Tuple[int, ...]]:
+    """``meta``'s strides when they lay it out densely but not row-major (a transposed or
+    channels_last result), else None. Exact comparison, size-1 dims included."""
+    if not isinstance(meta, TensorMeta) or meta.stride is None:
+        return None
+    shape, stride = tuple(meta.shape), tuple(meta.stride)
+    if 0 in shape or len(stride) != len(shape) or stride == contiguous_strides(shape):
+        return None
+    expected = 1  # a permutation of a row-major layout: no gap, no overlap (stride 0)
+    for size, st in sorted((p for p in zip(shape, stride) if p[0] != 1), key=lambda p: p[1]):
+        if not isinstance(st, int) or st != expected:
+            return None
+        expected *= size
+    return stride
 
 
 @dataclass(frozen=True, init=False)

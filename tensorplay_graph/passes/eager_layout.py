@@ -9,7 +9,8 @@ view of a contiguous tensor and a copy of a permuted one, ``contiguous()`` retur
 ``lower`` therefore follows every region output whose recorded eager strides (capture
 measured them on the example inputs: ``TensorMeta.stride``) are not row-major by a
 ``to_eager_layout(value, stride)`` node; the contiguous common case gets no node and
-no copy.
+no copy, and neither does an output its kernel already wrote with those strides (Triton's
+pointwise kernels: ``Kernel.launch["eager_strides"]``).
 
 >>> needs_eager_layout(TensorMeta((2, 3), "float32", stride=(1, 2)))   # doctest: +SKIP
 True
@@ -20,34 +21,16 @@ from __future__ import annotations
 from typing import Any, Optional, Tuple
 
 from ..frameworks import framework_of
-from ..ir.meta import TensorMeta, contiguous_strides
+from ..ir.meta import permuted_strides
 
 __all__ = ["needs_eager_layout", "to_eager_layout"]
 
 
 def needs_eager_layout(meta: Any) -> Optional[Tuple[int, ...]]:
-    """Eager's strides for a kernel output with ``meta``, or None when row-major ones do.
-
-    Exact comparison, size-1 dims included: torch's overlap check for in-place ops
-    compares full strides (``x.add_(y)`` with equal memory but different strides raises).
-    """
-    if not isinstance(meta, TensorMeta) or meta.stride is None:
-        return None
-    shape, stride = tuple(meta.shape), tuple(meta.stride)
-    if 0 in shape or len(stride) != len(shape) or stride == contiguous_strides(shape):
-        return None
-    return stride if _dense(shape, stride) else None
-
-
-def _dense(shape: Tuple[int, ...], stride: Tuple[int, ...]) -> bool:
-    """True for a permutation of a row-major layout (what eager's fresh results have); an
-    overlapping layout (stride 0) cannot be written, a gapped one is not a kernel result."""
-    expected = 1
-    for size, st in sorted((p for p in zip(shape, stride) if p[0] != 1), key=lambda p: p[1]):
-        if not isinstance(st, int) or st != expected:
-            return False
-        expected *= size
-    return True
+    """Eager's strides for a kernel output with ``meta``, or None when row-major ones do
+    (:func:`~tensorplay_graph.ir.meta.permuted_strides`: exact comparison, size-1 dims
+    included -- torch's overlap check for in-place ops compares full strides)."""
+    return permuted_strides(meta)
 
 
 def to_eager_layout(value: Any, stride: Tuple[int, ...]) -> Any:

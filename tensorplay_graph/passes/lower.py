@@ -382,10 +382,13 @@ def _rebuild(graph, regions, kernels: Mapping[int, Any], alone: Mapping[Any, Any
 
 def _emit_output(new, call, i: int, out) -> Any:
     """``call[i]`` named like ``out``; through ``to_eager_layout`` when eager's strides for
-    ``out`` are not row-major (a kernel writes row-major; reshape / contiguous / in-place
-    writes through aliases must see eager's layout: ``eager_layout.py``)."""
+    ``out`` are not row-major (a kernel writes row-major unless its ``launch["eager_strides"]``
+    says it wrote output ``i`` with them; reshape / contiguous / in-place writes through
+    aliases must see eager's layout: ``eager_layout.py``)."""
     kept = {k: v for k, v in out.meta.items() if k in ("tensor_meta", "val", "stack")}
-    stride = needs_eager_layout(out.meta.get("tensor_meta"))
+    written = call.meta["kernel"].launch.get("eager_strides", ())
+    stride = None if i < len(written) and written[i] else \
+        needs_eager_layout(out.meta.get("tensor_meta"))
     item = new.call_function(operator.getitem, (call, i),
                              name=out.name if stride is None else f"{out.name}_rowmajor")
     item.meta.update(kept)

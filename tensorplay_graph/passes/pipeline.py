@@ -8,6 +8,8 @@ shape_prop     ``meta["tensor_meta"]`` on every tensor value (keeps capture's
 decompose      eval-mode dropout removed; inference batch norm -> per-channel
                scale / shift (``batch_norm_channels``)
 functionalize  in-place ops on program-local tensors -> out-of-place prims
+channels_last  conv nets: convolutions and the work between them in NHWC
+               (``meta["layout"]`` on the output node says whether and why)
 barriers       ``meta["barrier"]`` on nodes that may not join a region
 partition      ``meta["region"]`` / ``meta["backend"]`` / ``meta["declined"]``
 lower          each region -> one call to its compiled ``Kernel``
@@ -23,6 +25,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .barriers import barriers
+from .channels_last import channels_last
 from .cleanup import cleanup
 from .decompose import decompose
 from .functionalize import functionalize
@@ -34,8 +37,8 @@ from .shape_prop import shape_prop
 
 __all__ = ["PASS_NAMES", "PLANNING_PASSES", "build_passes", "compile_graph", "plan_graph"]
 
-PASS_NAMES = ("normalize", "shape_prop", "decompose", "functionalize", "barriers", "partition",
-              "lower", "cleanup")
+PASS_NAMES = ("normalize", "shape_prop", "decompose", "functionalize", "channels_last", "barriers",
+              "partition", "lower", "cleanup")
 #: The passes that decide without compiling anything (``plan_graph`` and ``explain`` run
 #: exactly these, from :func:`build_passes`).
 PLANNING_PASSES = PASS_NAMES[:PASS_NAMES.index("partition") + 1]
@@ -57,9 +60,11 @@ def _configure(backends: Sequence, backend_options: Optional[Dict[str, Dict[str,
 
 def build_passes(example_inputs: Tuple[Any, ...] = (), backends: Sequence = ("reference",),
                  *, upto: Optional[str] = None,
-                 backend_options: Optional[Dict[str, Dict[str, Any]]] = None
-                 ) -> List[Tuple[str, Any]]:
+                 backend_options: Optional[Dict[str, Dict[str, Any]]] = None,
+                 layout: Optional[bool] = None) -> List[Tuple[str, Any]]:
     """``(name, fn(gm))`` pairs of the pipeline, optionally stopping after pass ``upto``.
+
+    ``layout`` is the ``channels_last`` option (None: decided per graph; True / False).
 
     ``backends`` are names or backend objects in preference order; they are resolved
     (and configured) once, so ``barriers`` and ``partition`` ask the same objects and
@@ -72,6 +77,7 @@ def build_passes(example_inputs: Tuple[Any, ...] = (), backends: Sequence = ("re
         "shape_prop": lambda gm: shape_prop(gm, *example_inputs),
         "decompose": decompose,
         "functionalize": functionalize,
+        "channels_last": lambda gm: channels_last(gm, layout),
         "barriers": lambda gm: barriers(gm, resolved),
         "partition": lambda gm: (partition(gm, resolved), gm)[1],
         "lower": lambda gm: lower(gm, backends=resolved),
@@ -86,7 +92,7 @@ def build_passes(example_inputs: Tuple[Any, ...] = (), backends: Sequence = ("re
 def compile_graph(gm, example_inputs: Tuple[Any, ...] = (), *, backends: Sequence = ("reference",),
                   debug_dir: Optional[str] = None, lint: Optional[bool] = None,
                   backend_options: Optional[Dict[str, Dict[str, Any]]] = None,
-                  manager_out: Optional[list] = None):
+                  manager_out: Optional[list] = None, layout: Optional[bool] = None):
     """Run the whole pipeline over ``gm`` (edited in place) and return the executable module.
 
     ``lint`` ``None``: lint after every pass in debug / test mode only (``TPG_LINT=1``
@@ -94,7 +100,7 @@ def compile_graph(gm, example_inputs: Tuple[Any, ...] = (), *, backends: Sequenc
     (for its timings).
     """
     manager = PassManager(build_passes(tuple(example_inputs), backends,
-                                       backend_options=backend_options),
+                                       backend_options=backend_options, layout=layout),
                           lint=lint, debug_dir=debug_dir)
     if manager_out is not None:
         manager_out.append(manager)

@@ -13,7 +13,12 @@
   inference kernel computes it. Its per-channel operands are already shaped to broadcast
   against ``a`` (``(C, 1, 1)`` for NCHW), so every backend template is an ordinary
   pointwise expression. Run eagerly, it calls the framework's ``batch_norm``.
+* ``max_pool2d`` / ``avg_pool2d`` -- kind ``opaque`` (the framework's pooling kernels, which
+  have channels_last paths); ``return_indices=True`` keeps no prim (a tuple result).
 * ``flatten`` -- a view (like ``reshape``), so shape_prop needs no data for it.
+
+Records with the ``channels_last`` trait compute the same values in either memory layout
+and keep a channels_last input's layout in eager: the ``channels_last`` pass runs them there.
 * ``dropout1d/2d/3d``, ``alpha_dropout``, ``feature_alpha_dropout`` -- random in
   training mode (fences), the identity otherwise (``decompose`` removes them).
 """
@@ -37,6 +42,9 @@ def conv(a, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): ...
 def batch_norm(a, running_mean=None, running_var=None, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5): ...
 def flatten(a, start_dim=0, end_dim=-1): ...
+def max_pool2d(a, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False): ...
+def avg_pool2d(a, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None): ...
 def dropout(a, p=0.5, training=True, inplace=False): ...
 
 
@@ -119,6 +127,39 @@ def channels_meta(a, mean, var, weight=None, bias=None, eps=1e-5):
     return TensorMeta(a.shape, a.dtype, a.device, requires_grad=grad)
 
 
+def _pooled(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+    """ATen's pooling_output_shape: a last window that starts in the padding is dropped."""
+    span = size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)
+    out = span // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def pool_meta(op: str):
+    def meta(a, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, **_ignored):
+        a = require_meta(a, op, "a")
+        if a.ndim not in (3, 4):
+            raise ShapeError(f"{op}: expected a 3-d or 4-d input, got {a.shape}")
+        k = _tuple(kernel_size, 2, "kernel_size", op)
+        s = k if stride is None or stride == () or stride == [] else _tuple(stride, 2, "stride", op)
+        p, d = _tuple(padding, 2, "padding", op), _tuple(dilation, 2, "dilation", op)
+        out = tuple(_pooled(n, *args, bool(ceil_mode)) for n, *args in zip(a.shape[-2:], k, s, p, d))
+        if any(o <= 0 for o in out):
+            raise ShapeError(f"{op}: output size {out} is not positive for input {a.shape}")
+        return TensorMeta(a.shape[:-2] + out, a.dtype, a.device, requires_grad=a.requires_grad)
+    return meta
+
+
+def _max_pool_args(args: tuple, kwargs: dict) -> Optional[dict]:
+    """F.max_pool2d's arguments; ``return_indices=True`` (a tuple result) keeps no prim."""
+    names = ("a", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")
+    bound = dict(zip(names, args), **kwargs)
+    if "input" in bound:
+        bound["a"] = bound.pop("input")
+    return None if bound.pop("return_indices", False) else bound
+
+
 def flatten_meta(a, start_dim=0, end_dim=-1):
     a = require_meta(a, "flatten", "a")
     if a.ndim == 0:
@@ -180,7 +221,19 @@ for _n in (1, 2, 3):
         name=f"conv{_n}d", kind="opaque", signature=conv, meta=conv_meta(_n),
         spellings=(f"torch:conv{_n}d", f"torch.nn.functional:conv{_n}d",
                    f"tensorplay:conv{_n}d", f"tensorplay.nn.functional:conv{_n}d"),
+        traits={"channels_last"} if _n == 2 else (),
         doc="runs on the framework's convolution (cuDNN on CUDA); its epilogue fuses after it"))
+
+register(Prim(
+    name="max_pool2d", kind="opaque", signature=max_pool2d, meta=pool_meta("max_pool2d"),
+    spellings=("torch.nn.functional:max_pool2d",),
+    adapters={"torch.nn.functional:max_pool2d": _max_pool_args},
+    traits={"channels_last"}, doc="the framework's pooling kernel"))
+
+register(Prim(
+    name="avg_pool2d", kind="opaque", signature=avg_pool2d, meta=pool_meta("avg_pool2d"),
+    spellings=("torch.nn.functional:avg_pool2d",), traits={"channels_last"},
+    doc="the framework's pooling kernel"))
 
 register(Prim(
     name="batch_norm", kind="opaque", signature=batch_norm, meta=batch_norm_meta,
@@ -195,7 +248,7 @@ register(Prim(
     name="batch_norm_channels", kind="pointwise", signature=batch_norm_channels,
     meta=channels_meta, spellings=("tensorplay_graph.prims.nn:batch_norm_channels",),
     lowerings={"reference": _channels("np.sqrt"), "triton": _channels("tl.sqrt"),
-               "tilelang": _channels("T.sqrt")},
+               "tilelang": _channels("T.sqrt")}, traits={"channels_last"},
     doc="inference batch norm: a per-channel scale / shift over broadcast operands"))
 
 register(Prim(

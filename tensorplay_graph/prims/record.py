@@ -19,6 +19,9 @@ TRAITS = {
                            "16-bit floats instead of casting it to the tensor's dtype",
     "tensorplay_opmath_scalar": "TensorPlay keeps a Python-scalar operand in opmath for "
                                 "16-bit floats",
+    "channels_last": "computes the same values from a channels_last 4-d input and, in eager, "
+                     "keeps that layout (convolution, pooling, batch norm): the channels_last "
+                     "pass runs it inside its channels_last region",
     "float64_reference": "the reference backend computes float32 operands in float64 and rounds "
                          "once: NumPy's float32 routine is an ulp off eager's (tanh(9.5))",
 }

@@ -24,7 +24,7 @@ from .codegen_rows import MAX_ROW
 from .kernel_desc import TL_DTYPES
 from .lowering import is_node, plan_region, row_dims
 from . import prewarm
-from .plan import eager_fallback, interpreting
+from .plan import PointwiseSpace, eager_fallback, interpreting
 
 
 _TENSORPLAY = adapter_for("tensorplay")
@@ -144,6 +144,9 @@ class TritonBackend:
         guard = _eager_guard(region)
         result_slots = [slots[n] for n in region.outputs]
         sources = _render_examples(steps)
+        # Pointwise kernels write eager's strides themselves (lower adds no copy after them).
+        pointwise = {n for s in steps if isinstance(s.plan.space, PointwiseSpace) for n in s.outputs}
+        strides = {"eager_strides": tuple(n in pointwise for n in region.outputs)}
 
         if len(plan) == 1 and plan[0][1] == list(range(len(region.inputs))) and \
                 plan[0][2] == result_slots == list(range(len(region.inputs), width)):
@@ -156,7 +159,8 @@ class TritonBackend:
                     return _from_torch(outs) if any(foreign) else outs
                 return tuple(single(*values))
             return Kernel(f"triton_region_{region.id}", self.name, guard(run), "\n\n".join(sources),
-                          {"kernels": [single.desc.name], "compile_s": time.perf_counter() - start})
+                          {"kernels": [single.desc.name], "compile_s": time.perf_counter() - start,
+                           **strides})
 
         def run(*values):
             foreign: List[bool] = []
@@ -169,9 +173,15 @@ class TritonBackend:
             return _from_torch(out) if any(foreign) else out
 
         launch = {"kernels": [s.plan.desc.name for s in steps],
-                  "compile_s": time.perf_counter() - start}
+                  "compile_s": time.perf_counter() - start, **strides}
         return Kernel(f"triton_region_{region.id}", self.name, guard(run), "\n\n".join(sources),
                       launch)
+
+
+#: A reduction over strided rows shorter than this, with at least this many rows per row
+#: element, is left to eager (``_rows_verdict``).
+SHORT_ROW = 128
+MANY_ROWS_PER_ELEMENT = 16
 
 
 def _rows_verdict(node: Any, prim: Any) -> Optional[str]:
@@ -198,6 +208,15 @@ def _rows_verdict(node: Any, prim: Any) -> Optional[str]:
         # Longer rows loop (codegen_columns), which accumulates in the compute dtype; a
         # reduction to bool has none there.
         return f"{prim.name} to bool over rows of {n} elements (a rows kernel holds {MAX_ROW})"
+    rows = 1
+    for d, size in enumerate(shape):
+        rows *= 1 if d in dims else size
+    if dims and stride[dims[-1]] != 1 and n < SHORT_ROW and rows >= MANY_ROWS_PER_ELEMENT * n:
+        # Global pooling of an NHWC tensor: one program per (n, c) row would read its H*W
+        # elements C apart (one element per memory sector); eager's reduction reads them
+        # coalesced across the channels.
+        return (f"{rows} short rows of {n} elements {stride[dims[-1]]} apart in memory: eager's "
+                "reduction reads them coalesced across rows, a rows kernel one element per sector")
     return None
 
 

@@ -57,10 +57,13 @@ def check_plan(plan: Any, in_meta) -> Dict[str, Any]:
     a two-stage column kernel builds both stages (the result is the last one's, with
     ``"stages"``: how many built)."""
     from .columns import config_for
-    from .plan import next_pow2
+    from .plan import next_pow2, tile_2d
     layout = plan.layout_for(in_meta)
     source = plan.render(layout)
-    if layout.n is None:
+    if "BLOCK_C" in source.constexprs:
+        block_c, block_r = tile_2d(layout.numel // layout.sizes[-1], layout.sizes[-1])
+        constexprs, warps = {"BLOCK_R": block_r, "BLOCK_C": block_c}, 4
+    elif layout.n is None:
         constexprs, warps = {"BLOCK_SIZE": 1024}, 4
     elif any(p[0] == "const" for p in source.params):
         cfg = config_for(plan.desc, layout)

@@ -34,6 +34,10 @@ def scalar_params(source: KernelSource, layout: Layout) -> List[Any]:
             values.append(layout.numel)
         elif kind == "n":
             values.append(layout.n)
+        elif kind == "rows":  # tiled pointwise kernels: the outer dims, flattened
+            values.append(layout.numel // layout.sizes[-1])
+        elif kind == "cols":
+            values.append(layout.sizes[-1])
         elif kind == "size":
             values.append(layout.sizes[param[1]])
         elif kind == "stride":

@@ -16,6 +16,10 @@ from typing import List, Optional, Sequence, Tuple
 from ...ir.meta import contiguous_strides
 
 Strides = Tuple[int, ...]
+#: A pointwise kernel tiles rows x columns when the last dim has at least this many elements.
+MIN_TILE_COLS = 16
+#: ... and at most this many: the column tiles (128 wide) are grid dim 1, at most 65535 of them.
+MAX_TILE_COLS = 65535 * 128
 
 
 def broadcast_strides(shape: Sequence[int], stride: Sequence[int], target: Sequence[int]) -> Strides:
@@ -84,8 +88,29 @@ class Layout:
             return self.strides[i] == contiguous_strides(self.sizes)
         return False
 
+    def tiled(self) -> bool:
+        """Whether a pointwise kernel walks 2-d tiles (rows x the last dim): some operand is
+        not addressed by the flat index and the last dim is long enough to tile. A
+        per-channel operand (batch norm's scale) is then loaded once per tile column."""
+        return self.n is None and len(self.sizes) >= 2 and \
+            MIN_TILE_COLS <= self.sizes[-1] <= MAX_TILE_COLS and \
+            not all(self.is_linear(i) for i in range(len(self.strides)))
+
+    def operand_kind(self, i: int) -> str:
+        """How a tiled kernel addresses operand ``i``: ``linear`` (the flat index),
+        ``cols`` (varies along the last dim only), ``rows`` (constant along it) or ``full``."""
+        strides = self.strides[i]
+        if self.is_linear(i):
+            return "linear"
+        if not any(strides[:-1]):
+            return "cols"
+        return "rows" if strides[-1] == 0 else "full"
+
     def signature(self) -> tuple:
         """What the generated source depends on (besides the description)."""
+        if self.n is None and self.tiled():
+            kinds = tuple(self.operand_kind(i) for i in range(len(self.strides)))
+            return ("tiled", len(self.sizes), kinds, self.numel >= 2 ** 31)
         if self.n is None:
             linear = tuple(self.is_linear(i) for i in range(len(self.strides)))
             return ("pointwise", len(self.sizes), linear, self.numel >= 2 ** 31)

@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ...errors import LoweringError
+from ...ir.meta import permuted_strides
 from .codegen_reduction import Emitter, RowOps, emit_rule
 from ...prims.pointwise_lowerings import HALF_FLOATS, round16_triton
 from .kernel_desc import KernelDesc, OutputArg, TensorArg, compute_dtype, literal
 from .plan import KernelPlan, PointwiseSpace, RowsSpace
 
 _RESERVED = re.compile(r"^(tl|triton|pid|offs|mask|row|cols|numel|n_cols|BLOCK_SIZE|BLOCK_N|"
+                       r"pid_[rc]|rows|[rc]mask|n_rows|BLOCK_[RC]|tile\d+|"
                        r"[ir]\d+|[ir]rest\d+|size\d+|.*_ptr|.*_stride\d*|.*_col_stride)$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -179,7 +181,8 @@ def describe(group: Group, name: str, needed_outside: set) -> Tuple[KernelDesc, 
                                   per_row=group.per_row(tuple(tm.shape))))
     desc = KernelDesc(name, group.kind, in_args, em.stmts, out_args, [n.name for n in group.nodes])
     if group.kind == "pointwise":
-        space = PointwiseSpace(group.shape)
+        # Outputs are written with eager's strides (channels_last stays channels_last).
+        space = PointwiseSpace(group.shape, [permuted_strides(node_meta(o)) for o in outputs])
     else:
         flags += [len(node_meta(o).shape) < len(group.shape) for o in outputs]
         space = RowsSpace(group.shape, group.dims, flags)

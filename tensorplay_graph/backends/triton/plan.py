@@ -96,16 +96,44 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
 
-class PointwiseSpace:
-    """Flat index space over ``shape``; every output has ``shape``."""
+def tile_2d(rows: int, cols: int, interpreter: bool = False) -> Tuple[int, int]:
+    """``(BLOCK_C, BLOCK_R)`` of a 2-d pointwise kernel: up to 128 columns (a warp reads
+    256 contiguous bytes of a 16-bit row), rows to fill 4096 elements, so each thread
+    reuses the per-column values it loaded (batch norm's per-channel scale / shift) for
+    several rows. The interpreter pays per program: bigger tiles there."""
+    block_c = min(next_pow2(cols), 128)
+    target = 65536 if interpreter else 4096
+    block_r = max(1, min(target // block_c, next_pow2(rows)))
+    return block_c, block_r
 
-    def __init__(self, shape: Shape) -> None:
+
+class PointwiseSpace:
+    """Index space over ``shape``; every output has ``shape``.
+
+    ``out_strides`` (per output, None: row-major) are the strides the outputs are written
+    with -- eager's, from their ``TensorMeta`` (a channels_last result stays channels_last,
+    with no copy after the kernel). The index space walks the dims in the first output's
+    memory order, so operands laid out like it are addressed by the flat index.
+    """
+
+    def __init__(self, shape: Shape, out_strides: Sequence[Optional[Shape]] = ()) -> None:
         self.shape = tuple(shape)
+        self.out_strides = tuple(None if st is None else tuple(st) for st in out_strides)
+        first = self.out_strides[0] if self.out_strides else None
+        # Outermost first; ties (size-1 dims) keep their order.
+        self.order = tuple(range(len(self.shape))) if first is None else tuple(
+            sorted(range(len(self.shape)), key=lambda d: -first[d]))
+
+    def strides_of_outputs(self, out_shapes: Sequence[Shape]) -> List[Shape]:
+        pad = self.out_strides + (None,) * (len(out_shapes) - len(self.out_strides))
+        return [contiguous_strides(s) if st is None else st for s, st in zip(out_shapes, pad)]
 
     def layout(self, in_meta: Sequence[Tuple[Shape, Shape]], out_shapes: Sequence[Shape]) -> Layout:
         strides = [broadcast_strides(s, st, self.shape) for s, st in in_meta]
-        strides += [broadcast_strides(s, contiguous_strides(s), self.shape) for s in out_shapes]
-        return make_layout(self.shape, strides)
+        strides += [broadcast_strides(s, st, self.shape)
+                    for s, st in zip(out_shapes, self.strides_of_outputs(out_shapes))]
+        order = self.order
+        return make_layout([self.shape[d] for d in order], [[st[d] for d in order] for st in strides])
 
 
 class RowsSpace:
@@ -210,6 +238,12 @@ class KernelPlan:
             return column_launch(lambda s: self.cache.jit_function(s.name, s.text), self.desc,
                                  source, layout)
         fn = self.cache.jit_function(source.name, source.text)
+        if layout.n is None and "BLOCK_C" in source.constexprs:
+            rows, cols = layout.numel // layout.sizes[-1], layout.sizes[-1]
+            block_c, block_r = tile_2d(rows, cols, interpreting())
+            grid = ((rows + block_r - 1) // block_r, (cols + block_c - 1) // block_c)
+            return SpecializedLaunch(fn, source, layout, grid,
+                                     {"BLOCK_R": block_r, "BLOCK_C": block_c}, 4)
         if layout.n is None:
             block = min(1024, max(128, next_pow2(layout.numel)))
             if interpreting():
@@ -251,15 +285,24 @@ class KernelPlan:
         torch = adapter_for("torch")
         dtypes = [torch.dtype(o.dtype) for o in self.desc.outputs]
         empty, empty_like = torch.module.empty, torch.module.empty_like  # bound once: per launch
+        empty_strided = torch.module.empty_strided
+        strides = (self.space.strides_of_outputs(self.out_shapes)
+                   if isinstance(self.space, PointwiseSpace)
+                   else [contiguous_strides(s) for s in self.out_shapes])
         makers: List[Callable[[Sequence[Any]], Any]] = []
-        for shape, dtype in zip(self.out_shapes, dtypes):
+        for shape, dtype, stride in zip(self.out_shapes, dtypes, strides):
+            # empty_like keeps a dense input's strides
             twin = next((i for i, t in enumerate(tensors)
-                         if tuple(t.shape) == shape and t.dtype == dtype and t.is_contiguous()), None)
+                         if tuple(t.shape) == shape and t.dtype == dtype and
+                         tuple(t.stride()) == stride), None)
             if twin is not None:
                 makers.append(lambda ts, i=twin: empty_like(ts[i]))
-            else:
+            elif stride == contiguous_strides(shape):
                 makers.append(lambda ts, shape=shape, dtype=dtype:
                               empty(shape, dtype=dtype, device=ts[0].device))
+            else:
+                makers.append(lambda ts, shape=shape, stride=stride, dtype=dtype:
+                              empty_strided(shape, stride, dtype=dtype, device=ts[0].device))
         if len(makers) == 1:
             make = makers[0]
             return lambda ts: [make(ts)]
