@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 from tensorplay_graph.library import custom_op  # noqa: E402
-from tensorplay_graph.training import compiled_programs  # noqa: E402
+from tensorplay_graph.training import compiled_programs, programs_built, programs_since  # noqa: E402
 
 BACKWARD_CALLS = [0]
 
@@ -181,12 +181,12 @@ def test_no_grad_takes_the_inference_path():
     fn = lambda x: model(x).sum()  # noqa: E731
     compiled = torch.compile(fn, backend="tensorplay_graph", options={"backends": ["reference"]})
     x = torch.randn(4, 8)
-    before = len(compiled_programs())
+    before = programs_built()
     with torch.no_grad():
         out = compiled(x)
     assert not out.requires_grad
     torch.testing.assert_close(out, fn(x))
-    assert len(compiled_programs()) == before  # no training program was built
+    assert programs_built() == before  # no training program was built
 
 
 def test_custom_ops_with_register_autograd_stay_opaque_and_use_their_formula():
@@ -261,10 +261,10 @@ def test_opcheck_aot_dispatch_compiles_a_training_call_through_aot_autograd():
 
     gated.register_autograd(backward, setup_context=lambda ctx, inputs, output:
                             ctx.save_for_backward(*inputs))
-    before = len(compiled_programs())
+    before = programs_built()
     assert opcheck(gated, (torch.randn(3, 4), torch.randn(3, 4)),
                    test_utils="test_aot_dispatch_dynamic") == {}
-    built = compiled_programs()[before:]
+    built = programs_since(before)
     assert built and built[-1].bridged == ["tpg_training_test::gated"]
     assert set(built[-1].runners) == {"forward", "backward"}
 

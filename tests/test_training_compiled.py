@@ -16,7 +16,7 @@ import pytest
 import tensorplay_graph as tpg
 from tensorplay_graph import prims
 from tensorplay_graph.library import custom_op
-from tensorplay_graph.training import compiled_programs
+from tensorplay_graph.training import compiled_programs, programs_built, programs_since
 
 OPTIONS = {"backends": ["reference"]}
 _OPS = {}
@@ -144,10 +144,10 @@ def test_training_step_equals_eager_through_tpg_compile(fw):
 def test_training_step_equals_eager_through_tp_compile():
     tp = pytest.importorskip("tensorplay")
     model, (x, target) = _model(tp), _inputs(tp)
-    before = len(compiled_programs())
+    before = programs_built()
     compiled = tp.compile(model, backend="tensorplay_graph", options=OPTIONS)
     _step_matches_eager(tp, compiled, model, x, target)
-    built = [p for p in compiled_programs()[before:] if p.compiled_by != "AOTAutograd"]
+    built = [p for p in programs_since(before) if p.compiled_by != "AOTAutograd"]
     assert built and built[-1].eager_reason is None
     text = built[-1].explain()
     assert "train_tensorplay::soft_clip" in text and "backward:" in text

@@ -5,8 +5,9 @@
 backward ops rewritten into what prims express; :mod:`.report` -- what was fused.
 """
 
-from .aot import aot_backend, compiled_programs, needs_autograd
+from .aot import aot_backend, compiled_programs, needs_autograd, programs_built, programs_since
 from .report import LoweredRegion, TrainingProgram
 
-__all__ = ["aot_backend", "compiled_programs", "needs_autograd", "LoweredRegion",
+__all__ = ["aot_backend", "compiled_programs", "needs_autograd", "programs_built", "programs_since",
+           "LoweredRegion",
            "TrainingProgram"]
