@@ -62,11 +62,16 @@ def worker(args: argparse.Namespace) -> None:
         print(json.dumps(record), flush=True)
 
 
-def run_cell(args: argparse.Namespace, framework: str, backend: str) -> Counter:
-    counts: Counter = Counter()
+def run_cell(args: argparse.Namespace, framework: str, backend: str, counts: Counter) -> Counter:
+    """Check the cell's seeds chunk by chunk, adding to ``counts``; after each chunk the
+    running tally (with the next seed) is written to ``<out>/tally-<framework>-<backend>.json``,
+    so a run stopped early still says exactly what it checked."""
     seed = args.seed_start
     stop = args.seed_start + args.n
+    tally = Path(args.out) / f"tally-{framework}-{backend}.json"
     while seed < stop:
+        tally.write_text(json.dumps({"seed_start": args.seed_start, "next_seed": seed,
+                                     "counts": dict(counts)}, indent=1))
         chunk_stop = min(stop, seed + args.chunk)
         cmd = [sys.executable, __file__, "--worker", "--framework", framework, "--backend", backend,
                "--start", str(seed), "--stop", str(chunk_stop), "--out", args.out,
@@ -120,6 +125,8 @@ def run_cell(args: argparse.Namespace, framework: str, backend: str) -> Counter:
             seed += 1
         else:
             seed = chunk_stop
+    tally.write_text(json.dumps({"seed_start": args.seed_start, "next_seed": seed,
+                                 "counts": dict(counts)}, indent=1))
     return counts
 
 
@@ -144,6 +151,7 @@ def main() -> None:
     if args.worker:
         return worker(args)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     os.makedirs(args.out, exist_ok=True)
     frameworks = ["torch", "tensorplay"] if args.framework == "all" else [args.framework]
     rows = []
@@ -153,8 +161,17 @@ def main() -> None:
             if cell.big_every < 0:
                 cell.big_every = 8 if backend in ("tilelang", "auto") else 0
             t0 = time.monotonic()
-            counts = run_cell(cell, framework, backend)
+            counts: Counter = Counter()
+            try:
+                run_cell(cell, framework, backend, counts)
+            except KeyboardInterrupt:  # SIGINT / SIGTERM: report what was checked so far
+                rows.append((framework, backend, counts, time.monotonic() - t0))
+                logger.warning("stopped early: the table counts the chunks checked so far")
+                break
             rows.append((framework, backend, counts, time.monotonic() - t0))
+        else:
+            continue
+        break
     lines = ["| framework | backend | programs | mismatches | crashes | skipped | seconds |",
              "|---|---|---|---|---|---|---|"]
     for framework, backend, c, secs in rows:
