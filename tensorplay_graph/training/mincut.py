@@ -84,7 +84,10 @@ def choose_saved(joint: JointGraph) -> List[Node]:
     """The forward values the backward graph receives (the minimum cut)."""
     import networkx as nx
     graph = joint.gm.graph
-    backward = _backward_nodes(graph, joint.tangents)
+    # only backward nodes some gradient depends on (a VJP rule may emit a gradient for an
+    # input that needs none: dead code, which must not make the forward save its operands)
+    live = _ancestors([g for g in joint.grads if g is not None], set())
+    backward = _backward_nodes(graph, joint.tangents) & live
     reads = {i for n in backward for i in n.all_input_nodes if i not in backward}
     candidates = _ancestors(list(reads), set())
     flow = nx.DiGraph()
