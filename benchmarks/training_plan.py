@@ -68,7 +68,10 @@ def _with_layers(name, layers):
 
 def saved_bytes(model, ids, fn):
     """Bytes autograd saves between ``fn``'s forward and its backward (once per storage;
-    parameters and ``ids`` left out), and the loss."""
+    parameters and ``ids`` left out), and the loss; after one warm-up step (a compiler's
+    first call captures and may run the program eagerly)."""
+    fn(ids, labels=ids).loss.backward()
+    model.zero_grad(set_to_none=True)
     storages = {}
     skip = {p.untyped_storage().data_ptr() for p in model.parameters()}
     skip.add(ids.untyped_storage().data_ptr())
@@ -81,7 +84,9 @@ def saved_bytes(model, ids, fn):
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         loss = fn(ids, labels=ids).loss
-    return sum(storages.values()), loss
+    loss.backward()
+    model.zero_grad(set_to_none=True)
+    return sum(storages.values()), loss.detach()
 
 
 def aot_inductor_like(model):
