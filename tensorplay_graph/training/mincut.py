@@ -3,8 +3,8 @@
 As functorch's ``min_cut_rematerialization_partition`` (Inductor's partitioner): every
 forward value the backward reads is either saved by the forward or recomputed by the
 backward from saved values. Cheap ops (pointwise, views, reading an opaque node's tape)
-may be recomputed; everything else (matmuls, reductions, row-wise norms, opaque ops,
-inputs) must come from the forward. In a flow network where each forward value costs
+and layer / RMS norms may be recomputed; everything else (matmuls, reductions, softmax,
+opaque ops, inputs) must come from the forward. In a flow network where each forward value costs
 its size in bytes, the minimum cut between the inputs / must-compute values (source)
 and the backward's reads (sink) is the cheapest set of values to save: e.g. one input
 of a chain of pointwise ops instead of every intermediate the chain's VJPs read.
@@ -27,6 +27,10 @@ _ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 
              "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "complex64": 8,
              "complex128": 16}
 _RECOMPUTABLE_KINDS = ("pointwise", "view")
+#: Row-wise prims cheap enough to run again in the backward (one read of the row, one
+#: write): saving a norm's input is then enough, as Inductor recomputes its output from
+#: the input and the statistics instead of keeping both (one activation per norm less).
+_RECOMPUTABLE_ROWS = ("layer_norm", "rms_norm")
 
 
 @dataclass
@@ -54,7 +58,8 @@ def _recomputable(node: Node) -> bool:
     if node.target is tape_value:
         return True
     prim = node.meta.get("prim")
-    if prim is None or prim.kind not in _RECOMPUTABLE_KINDS:
+    if prim is None or (prim.kind not in _RECOMPUTABLE_KINDS and
+                        prim.name not in _RECOMPUTABLE_ROWS):
         return False
     return not (prim.random or prim.side_effect or prim.data_dependent)
 
