@@ -11,8 +11,9 @@ here are common in real models and have a simple backward that plain graph nodes
   loss is ``logsumexp(x) - x[target]``, so the backward is one pointwise pass over ``x``
   from two saved row statistics -- not the float32 ``log_softmax`` the eager op saves.
 * :func:`vjp_rule` gives the backward of ``cat`` (slices of the gradient), ``split`` /
-  ``chunk`` (one ``cat`` of the pieces' gradients) and torch's ``embedding``
-  (``aten.embedding_dense_backward``, eager's own kernel).
+  ``chunk`` (one ``cat`` of the pieces' gradients), torch's ``embedding``
+  (``aten.embedding_dense_backward``, eager's own kernel) and torch's
+  ``scaled_dot_product_attention`` (its fused forward / backward aten pair, :mod:`.attention`).
 
 Anything outside the stated conditions stays opaque: the framework's autograd is always
 correct.
@@ -25,6 +26,7 @@ from typing import Any, Callable, Dict, Optional
 
 from ..ir.meta import TensorMeta
 from ..ir.node import Node
+from .attention import ATTENTION, attention_vjp, rewrite_attention
 
 __all__ = ["simplify", "vjp_rule"]
 
@@ -66,6 +68,8 @@ def simplify(jgm: Any, framework: str) -> None:
             _replace(node, node.args[0])
         elif framework == "torch" and _torch_function(node, "cross_entropy"):
             _cross_entropy(jgm, node)
+        elif framework == "torch" and _torch_function(node, "scaled_dot_product_attention"):
+            rewrite_attention(node, _replace)
 
 
 def _replace(node: Node, new: Node) -> None:
@@ -150,6 +154,8 @@ def vjp_rule(node: Node, framework: str) -> Optional[Callable[..., Dict[Node, An
         return _cat_rule
     if framework == "torch" and _torch_function(node, "embedding"):
         return _embedding_rule
+    if ATTENTION in node.meta:
+        return attention_vjp
     return None
 
 
