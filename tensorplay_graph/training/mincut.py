@@ -12,7 +12,7 @@ of a chain of pointwise ops instead of every intermediate the chain's VJPs read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set
 
 from ..ir import Graph, GraphModule
@@ -35,14 +35,18 @@ _RECOMPUTABLE_ROWS = ("layer_norm", "rms_norm")
 
 @dataclass
 class SplitProgram:
-    """The two graphs: forward ``(primals) -> (*outputs, *saved)``, backward
-    ``(*saved, *tangents) -> grads of the primals that need one``."""
+    """The two graphs: forward ``(primals) -> (*outputs, *saved values that are not
+    primals)``, backward ``(*saved, *tangents) -> grads of the primals that need one``;
+    ``saved_primals`` maps a position in ``saved`` to the primal saved there (the caller
+    passes the input itself: a forward output aliasing its input would keep the forward
+    from a CUDA-graph replay)."""
 
     forward: Any
     backward: Any
     saved: List[str]
     saved_bytes: int
     recomputed: List[str]
+    saved_primals: Dict[int, int] = field(default_factory=dict)
 
 
 def _bytes(node: Node) -> int:
@@ -139,8 +143,11 @@ def split_joint(joint: JointGraph) -> SplitProgram:
     fw, fmap = Graph(), {}
     for p in joint.primals:
         fmap[p] = fw.node_copy(p)
-    _copy(nodes, _ancestors(joint.outputs + saved, set(joint.primals)), fmap, fw)
-    fw.output(tuple(fmap[n] for n in joint.outputs + saved))
+    primal_index = {p: i for i, p in enumerate(joint.primals)}
+    saved_primals = {i: primal_index[n] for i, n in enumerate(saved) if n in primal_index}
+    produced = [n for n in saved if n not in primal_index]
+    _copy(nodes, _ancestors(joint.outputs + produced, set(joint.primals)), fmap, fw)
+    fw.output(tuple(fmap[n] for n in joint.outputs + produced))
 
     bw, bmap = Graph(), {}
     for node in saved:
@@ -159,7 +166,8 @@ def split_joint(joint: JointGraph) -> SplitProgram:
                   and n not in saved and n.op not in ("get_attr", "placeholder")]
     return SplitProgram(GraphModule(attrs, fw) if attrs else GraphModule({}, fw),
                         GraphModule(attrs, bw) if attrs else GraphModule({}, bw),
-                        [n.name for n in saved], sum(_bytes(n) for n in saved), recomputed)
+                        [n.name for n in saved], sum(_bytes(n) for n in saved), recomputed,
+                        saved_primals)
 
 
 def _attr(root: Any, qualname: str) -> Any:
