@@ -14,8 +14,8 @@ step ``model(ids, labels=ids).loss``:
   activations grow linearly with tokens: ``x{factor} at 8x512`` scales them to the GPU batch.
 * **plan**: our forward and backward graphs planned for the GPU backends (Triton, TileLang,
   as ``tensorplay_graph.explain`` plans on a CPU machine): fused regions (one kernel each),
-  barriers and other eager nodes with the reasons, and the bytes every kernel / eager node
-  reads plus writes (views move nothing).
+  eager nodes that launch work (barriers and unclaimed nodes; views and tuple elements left
+  out) by op and reason code, and the bytes every kernel / eager node reads plus writes.
 
 One JSON line per model; ``--out DIR`` also writes ``training_plan.json`` there.
 """
@@ -129,6 +129,17 @@ def _target_name(node):
     return str(getattr(target, "__name__", target))
 
 
+def _no_launch(node):
+    """Reading an element of a tuple result or an opaque op's tape launches nothing."""
+    import operator
+    from tensorplay_graph.training.opaque import tape_value
+    if node.target is tape_value:
+        return True
+    base = node.args[0] if node.args else None
+    return node.target is operator.getitem and isinstance(
+        getattr(base, "meta", {}).get("tensor_meta"), tuple)
+
+
 def plan(gm, inputs):
     """Our plan of one graph for the GPU backends: counts, reasons, traffic."""
     import tensorplay_graph as tpg
@@ -143,11 +154,11 @@ def plan(gm, inputs):
     for name in list(report.barriers) + report.eager:
         node = nodes[name]
         prim = node.meta.get("prim")
-        if prim is not None and prim.kind == "view":
-            continue  # a view launches nothing and moves nothing
-        why = report.barriers.get(name) or "; ".join(
-            f"{b}: {w}" for b, w in report.declined.get(name, {}).items()) or "no backend"
-        reasons[f"{prim.name if prim else _target_name(node)} -- {why[:90]}"] += 1
+        if (prim is not None and prim.kind == "view") or _no_launch(node):
+            continue  # a view or a tuple element launches nothing and moves nothing
+        why = report.barrier_codes.get(name) or "declined by " + ", ".join(
+            sorted(report.declined.get(name, {}))) or "no backend"
+        reasons[f"{prim.name if prim else _target_name(node)}: {why}"] += 1
         traffic += _bytes(meta[name]) + sum(_bytes(i.meta.get("tensor_meta"))
                                             for i in node.all_input_nodes)
     return {"regions": len(report.regions), "by_backend": dict(collections.Counter(
@@ -172,7 +183,10 @@ def ours(model, ids):
     primals = [ids] + [_attr(captured, n) for n in joint.params]
     with torch.no_grad():
         results = split.forward(*primals)
-    saved = list(results[len(joint.outputs):])
+    produced = iter(results[len(joint.outputs):])
+    chosen = getattr(split, "saved_primals", {})  # saved inputs are passed, not returned
+    saved = [primals[chosen[i]] if i in chosen else next(produced)
+             for i in range(len(split.saved))]
     tangents = [torch.ones_like(results[i]) for i in joint.differentiable]
     return {"opaque": sorted(collections.Counter(joint.opaque).items()),
             "mincut_saved_values": len(split.saved),

@@ -83,6 +83,24 @@ def test_tiny_lm_trains_compiled_with_eager_gradients(reduction):
     assert "opaque" not in compiled.explain()  # no tape left: every op is a graph node
 
 
+def test_long_rows_reduce_in_two_levels_with_eager_gradients(monkeypatch):
+    from tensorplay_graph.training import functional
+    assert functional._rows(6, 50257) == (6, 29, 1733)  # GPT-2's vocabulary
+    assert functional._rows(6, 32000) == (6, 32000)
+    monkeypatch.setattr(functional, "_max_row", lambda: 16)  # 50 classes: 5 rows of 10
+    torch.manual_seed(0)
+    model, (ids, labels) = TinyLM(), _data()
+    model(ids, labels).backward()
+    want = _grads(model)
+    joint, split = _split(model, ids, labels)
+    assert (3 * 8, 5, 10) in {n.meta["tensor_meta"].shape for n in joint.gm.graph.nodes
+                              if n.meta.get("prim") is not None and
+                              n.meta["prim"].name == "reshape"}
+    tpg.compile(model, options=OPTIONS)(ids, labels).backward()
+    for name, grad in _grads(model).items():
+        torch.testing.assert_close(grad, want[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
 def _split(model, *args):
     joint = build_joint(capture(model, *args), args)
     return joint, split_joint(joint)

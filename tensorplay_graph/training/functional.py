@@ -22,7 +22,7 @@ correct.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..ir.meta import TensorMeta
 from ..ir.node import Node
@@ -120,11 +120,25 @@ def _cross_entropy(jgm: Any, node: Node) -> None:
         iota = graph.get_attr(name)
         iota.meta["tensor_meta"] = TensorMeta((xm.shape[1],), "int64", xm.device)
         e = Emitter(graph, "torch")
-        peak = e.amax(x, [1], True)
-        peak.meta[STOP_GRADIENT] = True  # lse's gradient through it is exactly zero
-        lse = e.add(e.log(e.sum(e.exp(e.sub(x, peak)), [1], True)), peak)
-        hit = e.eq(iota, e.unsqueeze(target, 1))
-        picked = e.sum(e.where(hit, x, 0.0), [1], True)
+        rows = _rows(xm.shape[0], xm.shape[1])
+        flat = len(rows) == 2
+        source = _upcast_source(e, x)
+
+        def logits() -> Node:
+            # HF upcasts 16-bit logits right before the loss: each reduction casts them
+            # again itself, so no float32 copy of the logits is ever written out
+            # (views first: a view between the cast and the reduction splits the kernel)
+            if source is None:
+                return x if flat else e.reshape(x, rows)
+            return e.cast(source if flat else e.reshape(source, rows), xm.dtype)
+
+        xr, column = logits(), iota if flat else e.reshape(iota, rows[1:])
+        peak = _reduce(e, "amax", xr, stop=True)
+        lse = e.add(e.log(_reduce(e, "sum", e.exp(e.sub(xr, peak)))), peak)
+        hit = e.eq(column, e.reshape(target, (rows[0],) + (1,) * (len(rows) - 1)))
+        picked = _reduce(e, "sum", e.where(hit, logits(), 0.0))
+        if not flat:
+            lse, picked = e.reshape(lse, (rows[0], 1)), e.reshape(picked, (rows[0], 1))
         valid = e.cast(e.unsqueeze(e.ne(target, args["ignore_index"]), 1), xm.dtype)
         losses = e.mul(e.sub(lse, picked), valid)
         if args["reduction"] == "none":
@@ -134,6 +148,54 @@ def _cross_entropy(jgm: Any, node: Node) -> None:
         else:
             out = e.div(e.sum(losses), e.sum(valid))
     _replace(node, out)
+
+
+def _prim_input(x: Any, names: Tuple[str, ...]) -> Optional[Node]:
+    prim = x.meta.get("prim") if isinstance(x, Node) else None
+    if prim is None or prim.name not in names:
+        return None
+    source = x.meta.get("prim_args", {}).get("a")
+    return source if _meta(source) is not None else None
+
+
+def _upcast_source(e: Any, x: Node) -> Optional[Node]:
+    """A 16-bit tensor of ``x``'s shape whose float cast ``x`` is (``x = y.float()`` or
+    ``y.float().view(...)``), or None."""
+    viewed = _prim_input(x, ("view", "reshape"))
+    source = _prim_input(viewed if viewed is not None else x, ("cast",))
+    if source is None or _meta(source).dtype not in ("float16", "bfloat16"):
+        return None
+    return source if viewed is None else e.reshape(source, _meta(x).shape)
+
+
+def _max_row() -> int:
+    try:  # the longest row Triton's row kernels reduce in one program
+        from ..backends.triton.codegen_rows import MAX_ROW
+        return MAX_ROW
+    except ImportError:  # pragma: no cover - the package ships it
+        return 32768
+
+
+def _rows(n: int, classes: int) -> Tuple[int, ...]:
+    """``(n, classes)``, or ``(n, a, b)`` with ``a * b == classes`` and ``b`` short enough
+    for one fused row kernel: GPT-2's 50257 classes reduce as 29 rows of 1733, so the
+    float32 logits are never written out between the cast and the reduction."""
+    limit = _max_row()
+    if classes <= limit:
+        return (n, classes)
+    for a in range(2, classes):
+        if classes % a == 0 and classes // a <= limit:
+            return (n, a, classes // a)
+    return (n, classes)  # a prime class count: one long row
+
+
+def _reduce(e: Any, op: str, x: Node, stop: bool = False) -> Node:
+    """``op`` over every dim of ``x`` but the first, innermost first (keepdim)."""
+    for dim in reversed(range(1, len(e.shape(x)))):
+        x = getattr(e, op)(x, [dim], True)
+        if stop:
+            x.meta[STOP_GRADIENT] = True  # lse's gradient through the maximum is zero
+    return x
 
 
 # ----------------------------------------------------------------------------- backward rules
