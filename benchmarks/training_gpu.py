@@ -6,7 +6,8 @@ GPT-2 (6 layers, 768, 8x512) and Llama (4 layers, 2048, 4x512) from transformers
 random weights, bf16, dropout off; the step is ``model(ids, labels=ids).loss.backward()``.
 Modes: ``eager``, ``inductor`` (torch.compile), ``ours_dynamo`` (torch.compile(backend=
 "tensorplay_graph"): AOTAutograd's joint graph), ``ours`` (tensorplay_graph.compile: our own
-joint graph from the prims' VJP rules). Each row: the loss and the worst parameter gradient
+joint graph from the prims' VJP rules; forward and backward replayed through CUDA graphs when
+safe), ``ours_nographs`` (the same with ``options={"cuda_graphs": False}``). Each row: the loss and the worst parameter gradient
 against eager (relative to that gradient's largest magnitude), first step seconds, steady ms
 (median of CUDA-event timings) and the peak ``torch.cuda.max_memory_allocated`` of one step.
 Rows print as JSON lines and go to <out>/training_gpu.json after every row.
@@ -57,6 +58,7 @@ def entry_points(model):
         "eager": lambda: model,
         "inductor": lambda: torch.compile(model),
         "ours": lambda: tpg.compile(model),
+        "ours_nographs": lambda: tpg.compile(model, options={"cuda_graphs": False}),
         "ours_dynamo": lambda: torch.compile(model, backend="tensorplay_graph"),
     }
 
@@ -132,8 +134,9 @@ def run_model(name, modes, results, out_dir, meta):
             row["peak_gb"] = round(peak_bytes(fn, model, ids) / 2**30, 3)
             explain = getattr(fn, "explain", None)
             if explain is not None:
-                row["explain"] = "\n".join(line for line in explain().splitlines()
-                                           if "barrier" not in line and "[" not in line)[:1500]
+                row["explain"] = "\n".join(
+                    line for line in explain().splitlines()  # no region / barrier lists
+                    if "barrier" not in line and not line.strip().startswith("["))[:3000]
         except Exception as exc:  # a row, not the end of the run
             row["ok"] = False
             row["error"] = f"{type(exc).__name__}: {str(exc)[:600]}"

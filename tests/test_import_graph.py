@@ -35,6 +35,8 @@ ALLOWED = {
     "tensorplay_graph.training.decompositions": "AOTAutograd decomposition tables (torch._decomp)",
     "tensorplay_graph.training.torch_bridge": "runs our backward kernels as torch.autograd.Function nodes of AOT graphs",
     "tensorplay_graph.training.opcheck_aot": "opcheck's test_aot_dispatch_dynamic is AOTAutograd by definition",
+    "tensorplay_graph.training.functional": "rewrites torch's own cross_entropy / embedding calls (aten.embedding_dense_backward)",
+    "tensorplay_graph.training.attention": "torch SDPA as its fused aten forward / backward ops (torch._fused_sdp_choice)",
     "tensorplay_graph.backends.source_files": "registers generated kernel modules in sys.modules by computed name",
 }
 

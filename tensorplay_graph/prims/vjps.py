@@ -374,6 +374,9 @@ def _passthrough(e, g, out, a, **_):
 
 @rule("getitem")
 def _getitem(e, g, out, a, index):
+    from ..training.slices import full_index
+    if full_index(index, e.shape(a)):
+        return {"a": g}  # ``x[:, 0:]``: all of x, no scatter
     return {"a": e.slice_backward(g, e.shape(a), index)}
 
 

@@ -20,7 +20,9 @@ from ..ir import Graph, GraphModule
 from ..ir.meta import TensorMeta
 from ..ir.node import Node, map_arg
 from ..prims.emit import OPAQUE, Emitter, NotDifferentiable
+from .functional import STOP_GRADIENT, emit_cat, simplify, vjp_rule
 from .opaque import OpaqueForward, Slot, tape_backward, tape_value
+from .slices import slice_span
 
 __all__ = ["JointGraph", "NeedsEager", "build_joint"]
 
@@ -90,7 +92,7 @@ def _copy_program(gm: Any, args: Sequence[Any]) -> Tuple[Any, List[Node], List[s
     return GraphModule(attrs, graph), primals, names, values, output
 
 
-def _prepare(jgm: Any, examples: Sequence[Any]) -> None:
+def _prepare(jgm: Any, examples: Sequence[Any], framework: Optional[str]) -> None:
     from ..passes.functionalize import functionalize
     from ..passes.normalize import normalize
     from ..passes.shape_prop import shape_prop
@@ -98,6 +100,7 @@ def _prepare(jgm: Any, examples: Sequence[Any]) -> None:
     shape_prop(jgm, *examples)
     functionalize(jgm)
     normalize(jgm)
+    simplify(jgm, framework or "")
     from ..ir.effects import declares_impure, is_inplace, prim_effect
     for node in jgm.graph.nodes:
         if node.op not in ("call_function", "call_method"):
@@ -115,8 +118,9 @@ def build_joint(gm: Any, args: Sequence[Any]) -> JointGraph:
     jgm, primals, names, values, output = _copy_program(gm, args)
     framework = next((framework_of(v) for v in list(args) + values if is_tensor(v)), None) \
         or graph_framework(jgm.graph)
-    _prepare(jgm, tuple(args) + tuple(values))
+    _prepare(jgm, tuple(args) + tuple(values), framework)
     graph = jgm.graph
+    output = graph.output_node().args[0]  # rewrites may have replaced an output node
     leaves: List[Node] = []
     template = map_arg(output, lambda n: (leaves.append(n), Slot(len(leaves) - 1))[1])
     grad_inputs = [p for p, a in zip(primals, list(args) + values)
@@ -159,7 +163,7 @@ def _requires_grad(graph: Any, inputs: List[Node]) -> set:
     for node in graph.nodes:
         if node.op in ("call_function", "call_method") and \
                 any(i in needs for i in node.all_input_nodes) and \
-                _floating(node.meta.get("tensor_meta")):
+                _floating(node.meta.get("tensor_meta")) and not node.meta.get(STOP_GRADIENT):
             needs.add(node)
     return needs
 
@@ -168,26 +172,60 @@ class _Backward:
     """Appends gradient nodes for ``needs`` in reverse order (the reverse-mode sweep)."""
 
     def __init__(self, graph: Any, framework: str, needs: set) -> None:
-        self.graph, self.needs = graph, needs
+        self.graph, self.needs, self.framework = graph, needs, framework
         self.e = Emitter(graph, framework)
         self.grads: Dict[Node, Node] = {}
         self.parts: Dict[Node, Dict[int, Node]] = {}  # tuple-valued node -> index -> grad
         self.opaque: List[str] = []
         self.replaced: Dict[Node, Node] = {}  # opaque node -> the node reading its tape
+        #: target -> slice-gradient nodes not yet added up (pieces that tile a dim: one cat)
+        self.pending: Dict[Node, List[Node]] = {}
 
     def run(self) -> None:
         nodes = [n for n in self.graph.nodes if n in self.needs and n.op != "placeholder"]
         with self.graph.inserting_before(self.graph.output_node()):
             for node in reversed(nodes):
+                self._settle(node)
                 self._node(node)
+            for target in list(self.pending):
+                self._settle(target)
 
     def accumulate(self, target: Any, grad: Any) -> None:
         if not isinstance(target, Node) or target not in self.needs or grad is None:
             return
         meta = target.meta["tensor_meta"]
         grad = self.e.to_dtype(self.e.sum_to(grad, meta.shape), meta.dtype)
+        if slice_span(grad) is not None:
+            self.pending.setdefault(target, []).append(grad)
+            return
+        self._add(target, grad)
+
+    def _add(self, target: Node, grad: Node) -> None:
         old = self.grads.get(target)
         self.grads[target] = grad if old is None else self.e.add(old, grad)
+
+    def _settle(self, target: Node) -> None:
+        """Add up ``target``'s slice gradients: one ``cat`` when they tile one dim exactly
+        (``rotate_half``, q / k / v slices), else each scattered into zeros."""
+        pieces = self.pending.pop(target, None)
+        if not pieces:
+            return
+        spans = [slice_span(p) for p in pieces]
+        dims = {dim for dim, _, _ in spans}
+        order = sorted(range(len(pieces)), key=lambda i: spans[i][1])
+        size = target.meta["tensor_meta"].shape
+        tiles = len(dims) == 1 and len(pieces) > 1 and spans[order[0]][1] == 0 and \
+            spans[order[-1]][2] == size[spans[0][0]] and \
+            all(spans[a][2] == spans[b][1] for a, b in zip(order, order[1:])) and \
+            getattr(self.e.fw, "cat", None) is not None
+        if not tiles:
+            for piece in pieces:
+                self._add(target, piece)
+            return
+        values = [pieces[i].args[0] for i in order]
+        self._add(target, emit_cat(self.e, values, spans[0][0], target.meta["tensor_meta"]))
+        for piece in pieces:
+            self.graph.erase_node(piece)
 
     def _node(self, node: Node) -> None:
         base = node.args[0] if node.args else None
@@ -202,7 +240,13 @@ class _Backward:
             return  # no output of the program depends on it
         prim = node.meta.get("prim")
         if prim is None:
-            return self._opaque(node, grad, parts)
+            rule = vjp_rule(node, self.framework)
+            found = None if rule is None else rule(self.e, grad, parts, node, self.needs)
+            if found is None:
+                return self._opaque(node, grad, parts)
+            for target, value in found.items():
+                self.accumulate(target, value)
+            return
         if prim.vjp is None:
             raise NeedsEager(f"prim {prim.name} (node {node.name}) has no VJP rule; add one "
                              f"in tensorplay_graph/prims/vjps.py")

@@ -3,8 +3,8 @@
 As functorch's ``min_cut_rematerialization_partition`` (Inductor's partitioner): every
 forward value the backward reads is either saved by the forward or recomputed by the
 backward from saved values. Cheap ops (pointwise, views, reading an opaque node's tape)
-may be recomputed; everything else (matmuls, reductions, row-wise norms, opaque ops,
-inputs) must come from the forward. In a flow network where each forward value costs
+and layer / RMS norms may be recomputed; everything else (matmuls, reductions, softmax,
+opaque ops, inputs) must come from the forward. In a flow network where each forward value costs
 its size in bytes, the minimum cut between the inputs / must-compute values (source)
 and the backward's reads (sink) is the cheapest set of values to save: e.g. one input
 of a chain of pointwise ops instead of every intermediate the chain's VJPs read.
@@ -12,7 +12,7 @@ of a chain of pointwise ops instead of every intermediate the chain's VJPs read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set
 
 from ..ir import Graph, GraphModule
@@ -27,18 +27,26 @@ _ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 
              "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "complex64": 8,
              "complex128": 16}
 _RECOMPUTABLE_KINDS = ("pointwise", "view")
+#: Row-wise prims cheap enough to run again in the backward (one read of the row, one
+#: write): saving a norm's input is then enough, as Inductor recomputes its output from
+#: the input and the statistics instead of keeping both (one activation per norm less).
+_RECOMPUTABLE_ROWS = ("layer_norm", "rms_norm")
 
 
 @dataclass
 class SplitProgram:
-    """The two graphs: forward ``(primals) -> (*outputs, *saved)``, backward
-    ``(*saved, *tangents) -> grads of the primals that need one``."""
+    """The two graphs: forward ``(primals) -> (*outputs, *saved values that are not
+    primals)``, backward ``(*saved, *tangents) -> grads of the primals that need one``;
+    ``saved_primals`` maps a position in ``saved`` to the primal saved there (the caller
+    passes the input itself: a forward output aliasing its input would keep the forward
+    from a CUDA-graph replay)."""
 
     forward: Any
     backward: Any
     saved: List[str]
     saved_bytes: int
     recomputed: List[str]
+    saved_primals: Dict[int, int] = field(default_factory=dict)
 
 
 def _bytes(node: Node) -> int:
@@ -54,7 +62,8 @@ def _recomputable(node: Node) -> bool:
     if node.target is tape_value:
         return True
     prim = node.meta.get("prim")
-    if prim is None or prim.kind not in _RECOMPUTABLE_KINDS:
+    if prim is None or (prim.kind not in _RECOMPUTABLE_KINDS and
+                        prim.name not in _RECOMPUTABLE_ROWS):
         return False
     return not (prim.random or prim.side_effect or prim.data_dependent)
 
@@ -84,7 +93,10 @@ def choose_saved(joint: JointGraph) -> List[Node]:
     """The forward values the backward graph receives (the minimum cut)."""
     import networkx as nx
     graph = joint.gm.graph
-    backward = _backward_nodes(graph, joint.tangents)
+    # only backward nodes some gradient depends on (a VJP rule may emit a gradient for an
+    # input that needs none: dead code, which must not make the forward save its operands)
+    live = _ancestors([g for g in joint.grads if g is not None], set())
+    backward = _backward_nodes(graph, joint.tangents) & live
     reads = {i for n in backward for i in n.all_input_nodes if i not in backward}
     candidates = _ancestors(list(reads), set())
     flow = nx.DiGraph()
@@ -131,8 +143,11 @@ def split_joint(joint: JointGraph) -> SplitProgram:
     fw, fmap = Graph(), {}
     for p in joint.primals:
         fmap[p] = fw.node_copy(p)
-    _copy(nodes, _ancestors(joint.outputs + saved, set(joint.primals)), fmap, fw)
-    fw.output(tuple(fmap[n] for n in joint.outputs + saved))
+    primal_index = {p: i for i, p in enumerate(joint.primals)}
+    saved_primals = {i: primal_index[n] for i, n in enumerate(saved) if n in primal_index}
+    produced = [n for n in saved if n not in primal_index]
+    _copy(nodes, _ancestors(joint.outputs + produced, set(joint.primals)), fmap, fw)
+    fw.output(tuple(fmap[n] for n in joint.outputs + produced))
 
     bw, bmap = Graph(), {}
     for node in saved:
@@ -151,7 +166,8 @@ def split_joint(joint: JointGraph) -> SplitProgram:
                   and n not in saved and n.op not in ("get_attr", "placeholder")]
     return SplitProgram(GraphModule(attrs, fw) if attrs else GraphModule({}, fw),
                         GraphModule(attrs, bw) if attrs else GraphModule({}, bw),
-                        [n.name for n in saved], sum(_bytes(n) for n in saved), recomputed)
+                        [n.name for n in saved], sum(_bytes(n) for n in saved), recomputed,
+                        saved_primals)
 
 
 def _attr(root: Any, qualname: str) -> Any:

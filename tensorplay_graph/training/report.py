@@ -84,6 +84,9 @@ class TrainingProgram:
             if getattr(self.runners[kind], "lowered", None) is None:
                 lines.append(f"  {kind}: not lowered (no backend chosen, or not run yet)")
             lines.append(f"  {kind}: {len(regions)} fused region(s)")
+            graphs = getattr(getattr(self.runners[kind], "lowered", None), "cuda_graphs", None)
+            if isinstance(graphs, str):
+                lines.append(f"    cuda graphs {graphs}")
             lines += [f"    [{r.backend}] {r.kernel}: {', '.join(r.nodes)}" for r in regions]
             lines += [f"    barrier {n}: {why}" for n, why in self.barriers(kind).items()]
         return "\n".join(lines)

@@ -65,7 +65,7 @@ def build_training(captured: Any, args: Sequence[Any], backends: Sequence[str],
     report.attach("forward", forward, split.forward)
     report.attach("backward", backward, split.backward)
     _remember(report)
-    return CompiledTraining(captured, joint, forward, backward, report)
+    return CompiledTraining(captured, joint, forward, backward, report, split.saved_primals)
 
 
 def _remember(report: TrainingProgram) -> None:
@@ -100,7 +100,10 @@ _FUNCTIONS: Dict[str, type] = {}
 def _forward(ctx: Any, program: "CompiledTraining", *inputs: Any) -> Any:
     results = program.forward(*inputs)
     n = len(program.joint.outputs)
-    outs, saved = tuple(results[:n]), results[n:]
+    outs, produced = tuple(results[:n]), iter(results[n:])
+    primals = program.saved_primals
+    saved = [inputs[primals[i]] if i in primals else next(produced)
+             for i in range(program.saved_count)]
     tensors = [s for s in saved if is_tensor(s)]
     ctx.program = program
     ctx.layout = [is_tensor(s) for s in saved]
@@ -138,8 +141,12 @@ class CompiledTraining:
     compiled = True
 
     def __init__(self, captured: Any, joint: Any, forward: Any, backward: Any,
-                 report: TrainingProgram) -> None:
+                 report: TrainingProgram, saved_primals: Optional[Dict[int, int]] = None
+                 ) -> None:
         self.captured, self.joint = captured, joint
+        #: positions of the backward's saved inputs that are the call's own inputs
+        self.saved_primals = dict(saved_primals or {})
+        self.saved_count = len(report.saved)
         self.forward, self.backward, self.report = forward, backward, report
         self.differentiable = frozenset(joint.differentiable)
         self._function = _function(joint.framework)

@@ -1,0 +1,73 @@
+"""CUDA graphs for compiled training, on the CPU: the forward and backward programs of a
+step replay through ``CudaGraphRunner`` (the CPU stand-in of ``tests/test_cuda_graphs.py``)
+and every step's loss and gradients still equal eager's -- saved activations handed from the
+forward graph's buffers to the backward, gradients handed to ``.grad``, a retained graph.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tensorplay_graph as tpg  # noqa: E402
+from tensorplay_graph.backends import cuda_graphs  # noqa: E402
+
+from test_cuda_graphs import CpuGraphs  # noqa: E402
+from test_training_functional import TinyLM, _data, _grads  # noqa: E402
+
+
+@pytest.fixture
+def cpu_graphs(monkeypatch):
+    """Graphs planned for CPU tensors and replayed by the CPU stand-in."""
+    decide = cuda_graphs.decide
+
+    class Runner(cuda_graphs.CudaGraphRunner):
+        def __init__(self, fn, reason=cuda_graphs.ON, ops=None):
+            super().__init__(fn, reason, ops=CpuGraphs)
+
+    monkeypatch.setattr(cuda_graphs, "decide", lambda module, inputs, option=None,
+                        dynamic=False, device="cuda": decide(module, inputs, option, dynamic,
+                                                             device="cpu"))
+    monkeypatch.setattr(cuda_graphs, "CudaGraphRunner", Runner)
+
+
+def test_training_step_replays_both_programs_with_eager_gradients(cpu_graphs):
+    torch.manual_seed(0)
+    model, (ids, labels) = TinyLM(), _data()
+    want_loss = model(ids, labels)
+    want_loss.backward()
+    want = _grads(model)
+    compiled = tpg.compile(model, options={"backends": ["reference"]})
+    for step in range(4):  # warm-up, capture, then replays
+        loss = compiled(ids, labels)
+        torch.testing.assert_close(loss, want_loss, rtol=1e-5, atol=1e-6)
+        loss.backward()
+        del loss
+        for name, grad in _grads(model).items():
+            torch.testing.assert_close(grad, want[name], rtol=1e-5, atol=1e-6,
+                                       msg=f"{name} (step {step})")
+    text = compiled.explain()
+    assert text.count("cuda graphs on:") == 2 and text.count("[graph") == 2, text
+
+
+def test_accumulated_gradients_and_retained_graphs_stay_eager_like(cpu_graphs):
+    torch.manual_seed(0)
+    model, (ids, labels) = TinyLM(), _data()
+    model(ids, labels).backward()
+    want = _grads(model)
+    compiled = tpg.compile(model, options={"backends": ["reference"]})
+    for _ in range(2):
+        compiled(ids, labels).backward()
+        model.zero_grad(set_to_none=True)
+    # .grad kept across steps (the backward graph's last outputs are now the user's)
+    for _ in range(3):
+        compiled(ids, labels).backward()
+    for name, grad in _grads(model).items():
+        torch.testing.assert_close(grad, want[name] * 3, rtol=1e-5, atol=1e-5, msg=name)
+    kept = compiled(ids, labels)
+    kept.backward(retain_graph=True)
+    compiled(ids, labels).backward()  # a new step while the old graph's saved values live
+    kept.backward()
+    for name, grad in _grads(model).items():
+        torch.testing.assert_close(grad, want[name] * 3, rtol=1e-5, atol=1e-5, msg=name)
