@@ -150,3 +150,36 @@ def test_reduction_region_with_views_and_cat():
         return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6), h.t()
 
     check(program, x, w, fused=("cat", "mean"))
+
+
+def _split_by_barrier(m):
+    """``v`` is read by two regions (a flip, which has no prim, sits between them): the first
+    writes ``y``, and ``v`` reaches the second as eager's own view of ``y`` (a view step)."""
+    def program(x):
+        y = x * 2
+        v = y.transpose(0, 1)
+        b = m.flip(v * 3, (0,))
+        return m.cat((v[:, 2:], -v[:, :2]), 1) + b + v, y
+    return program
+
+
+def test_view_read_across_regions_is_an_eager_view():
+    x = _rand(4, 5)
+    plan = tpg.explain(_split_by_barrier(torch), x, backend="triton")
+    assert len(plan.regions) == 2 and "transpose" in plan.regions[0].nodes
+    launches = plan.kernels[plan.regions[0].id].launch["kernels"]
+    assert "eager_view_transpose" in launches, launches
+    check(_split_by_barrier(torch), x)
+
+
+def test_tensorplay_cat_and_view_step():
+    tp = pytest.importorskip("tensorplay")
+    import numpy as np
+
+    program = _split_by_barrier(tp)
+    x = tp.tensor(_rand(4, 5).tolist())
+    assert {"cat", "transpose"} <= {n.rstrip("_0123456789") for n in _fused(program, x)}
+    compiled = tpg.compile(program, backend="triton")
+    for got, want in zip(compiled(x), program(x)):
+        assert tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(np.asarray(got.numpy()), np.asarray(want.numpy()), rtol=1e-6)

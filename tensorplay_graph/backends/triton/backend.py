@@ -131,9 +131,9 @@ class TritonBackend:
         why = record_declines(self.name, node)
         if why or prim.kind == "gather" or copies_in_eager(node):
             return why
-        # An alias costs nothing eagerly; it joins a kernel only to be read there.
-        if not node.users or any(u.op not in ("call_function", "call_method") or
-                                 self.supports(u) is not None for u in node.users):
+        # An alias costs nothing eagerly; it joins a kernel only to be read there (a user
+        # that lands in another region after all reads a view step: indexed_region.py).
+        if not node.users or not all(map(_kernel_reader, node.users)):
             return ("a view read outside generated kernels runs eagerly (an alias of its "
                     "input: no copy)")
         return None
@@ -190,6 +190,15 @@ class TritonBackend:
                   "compile_s": time.perf_counter() - start}
         return Kernel(f"triton_region_{region.id}", self.name, guard(run), "\n\n".join(sources),
                       launch)
+
+
+def _kernel_reader(user: Any) -> bool:
+    """Whether ``user`` is a call this backend generates code for (by its record's kind)."""
+    prim = user.meta.get("prim") if user.op in ("call_function", "call_method") else None
+    rule = prim.lowering("triton") if prim is not None else None
+    if rule is None or user.meta.get("barrier") is not None:
+        return False
+    return prim.kind in ("pointwise", "reduction", "norm") or isinstance(rule, IndexMap)
 
 
 def _tensor_args(args: dict):

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ...frameworks import adapter_for
+from ..base import node_framework
 from .codegen_indexed import IndexedKernel, index_map, out_strides_for
 from .launcher import SpecializedLaunch
 from .layout import Layout
@@ -25,11 +26,16 @@ Shape = Tuple[int, ...]
 
 
 def copies_in_eager(node: Any) -> bool:
-    """True when eager returns a fresh tensor for this view call (the record's ``copies``)."""
+    """True when eager returns a fresh tensor for this view call (the record's ``copies``).
+
+    The records' rules are torch's (TensorPlay copies in other cases): a TensorPlay view is
+    always taken for an alias, so where it leaves a region it runs eagerly.
+    """
+    from ..base import node_framework
     rule = index_map(node)
     if rule is None or node.meta["prim"].kind != "view":
         return True
-    if rule.copies is None:
+    if rule.copies is None or node_framework(node) != "torch":
         return False
     args = {k: v.meta.get("tensor_meta") if hasattr(v, "users") else v
             for k, v in node.meta.get("prim_args", {}).items()}
@@ -111,9 +117,16 @@ class ViewStep:
         sub = Region(id=-1, backend="triton", nodes=chain, inputs=inputs, outputs=[output])
         self.module = GraphModule({}, region_subgraph(sub))
         self.desc = _Desc(f"eager_view_{output.name}")
+        self.foreign = node_framework(output) != "torch"
 
     def __call__(self, *values: Any) -> List[Any]:
-        return list(self.module(*values))
+        if not self.foreign:
+            return list(self.module(*values))
+        # the region runs on torch tensors; a TensorPlay program's views are TensorPlay's
+        # own ops: cross over (zero-copy, so the view still shares the base's memory)
+        tp, torch = adapter_for("tensorplay"), adapter_for("torch")
+        out = self.module(*[tp.from_dlpack(v) if torch.is_tensor(v) else v for v in values])
+        return [torch.from_dlpack(v) for v in out]
 
 
 def _view_chain(view: Any, members: set) -> Tuple[List[Any], List[Any]]:
