@@ -75,6 +75,13 @@ def test_cat_16_bit_and_mixed_dtypes(dtype):
     check(lambda x, y: torch.cat((x, y), -1) + 1, x, y, fused=("cat",))   # promotes to fp32
 
 
+def test_cat_with_empty_pieces_and_empty_results():
+    x, e = _rand(2, 3), torch.empty(2, 0)
+    check(lambda x, e: torch.cat((e, x * 2, e), 1) + 1, x, e, fused=("cat",))
+    check(lambda e: torch.cat((e, e + 1), 0) * 2, e, fused=("cat",))
+    check(lambda x, l: torch.cat((l, x + 1)), _rand(4), torch.empty(0), fused=("cat",))
+
+
 def test_cat_alone_is_a_fresh_copy():
     x, y = _rand(3, 4), _rand(2, 4, seed=1)
     compiled = check(lambda x, y: torch.cat((x, y)), x, y, fused=("cat",))

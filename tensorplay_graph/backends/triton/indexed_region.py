@@ -56,6 +56,14 @@ class IndexedPlan:
         self.in_shapes = [tuple(n.meta["tensor_meta"].shape) for n in kernel.inputs]
         self.sources: Dict[tuple, Any] = {}
         self._specs: Dict[tuple, tuple] = {}
+        torch = adapter_for("torch")
+        self._empty = torch.module.empty_strided
+        self._outs = [(tuple(o.meta["tensor_meta"].shape), strides,
+                       torch.dtype(o.meta["tensor_meta"].dtype))
+                      for o, strides in zip(kernel.outputs, kernel.out_strides)]
+        self.numel = 1
+        for n in kernel.shape:
+            self.numel *= n
 
     def layout_for(self, in_meta: Sequence[Tuple[Shape, Shape]]) -> tuple:
         k = self.kernel
@@ -76,12 +84,10 @@ class IndexedPlan:
                                f"{self.in_shapes}, called with {[m[0] for m in metas]}")
         source = self.render(self.layout_for(metas))
         fn = self.cache.jit_function(source.name, source.text)
-        numel = 1
-        for n in self.kernel.shape:
-            numel *= n
-        layout = Layout((numel,), tuple(m[1] for m in metas))
+        numel = self.numel
+        layout = Layout((max(numel, 1),), tuple(m[1] for m in metas))
         block = min(16384 if interpreting() else 1024, max(128, next_pow2(numel)))
-        return SpecializedLaunch(fn, source, layout, ((numel + block - 1) // block,),
+        return SpecializedLaunch(fn, source, layout, (max(1, (numel + block - 1) // block),),
                                  {"BLOCK_SIZE": block}, 4)
 
     def __call__(self, *tensors: Any) -> List[Any]:
@@ -98,13 +104,11 @@ class IndexedPlan:
         spec, move = entry
         if move is not None:
             tensors = move(tensors)
-        torch = adapter_for("torch")
-        device = tensors[0].device if tensors else "cuda"
-        outs = [torch.module.empty_strided(tuple(o.meta["tensor_meta"].shape), strides,
-                                           dtype=torch.dtype(o.meta["tensor_meta"].dtype),
-                                           device=device)
-                for o, strides in zip(self.kernel.outputs, self.kernel.out_strides)]
-        spec.launch(tuple(tensors) + tuple(outs))
+        device = tensors[0].device
+        outs = [self._empty(shape, strides, dtype=dtype, device=device)
+                for shape, strides, dtype in self._outs]
+        if self.numel:  # an empty result: nothing to launch
+            spec.launch(tuple(tensors) + tuple(outs))
         return outs
 
 
