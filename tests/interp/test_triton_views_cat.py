@@ -190,3 +190,20 @@ def test_tensorplay_cat_and_view_step():
     for got, want in zip(compiled(x), program(x)):
         assert tuple(got.shape) == tuple(want.shape)
         np.testing.assert_allclose(np.asarray(got.numpy()), np.asarray(want.numpy()), rtol=1e-6)
+
+
+def test_split_and_chunk_pieces_are_read_in_place():
+    x = _rand(3, 12)
+
+    def qkv(x):
+        q, k, v = x.split(4, dim=-1)
+        return q * k + v
+
+    def halves(x):
+        a, b = torch.chunk(x.transpose(0, 1), 2, 0)   # uneven pieces of a transposed value
+        return a[:6] - b.exp()
+
+    y = _rand(3, 13, seed=1)   # pieces of 7 and 6 rows
+    check(qkv, x, fused=("getitem", "mul", "add"))
+    check(halves, y, fused=("getitem", "transpose", "exp"))
+    assert not any(n.startswith(("split", "chunk")) for n in _fused(qkv, x) | _fused(halves, y))
