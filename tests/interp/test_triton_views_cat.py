@@ -207,3 +207,19 @@ def test_split_and_chunk_pieces_are_read_in_place():
     check(qkv, x, fused=("getitem", "mul", "add"))
     check(halves, y, fused=("getitem", "transpose", "exp"))
     assert not any(n.startswith(("split", "chunk")) for n in _fused(qkv, x) | _fused(halves, y))
+
+
+def test_views_beside_a_norm_stay_free_views():
+    """A region that reduces: a view of an input is read strided (no copy kernel); a view of
+    a computed value is eager's view of the value the first kernel writes."""
+    x, r = _rand(8, 16), _rand(2, 4, 16, seed=1)
+
+    def program(x, r):
+        h = torch.nn.functional.layer_norm(x.view(2, 4, 16) + r, (16,))
+        return h, (h * 2).transpose(1, 2).amax(-1)
+
+    plan = tpg.explain(program, x, r, backend="triton")
+    launches = [k for rid in plan.kernels for k in plan.kernels[rid].launch["kernels"]]
+    assert not any("indexed" in k for k in launches), launches
+    assert any(k.startswith("eager_view") for k in launches), launches
+    check(program, x, r, fused=("view", "layer_norm", "transpose", "amax"))

@@ -133,7 +133,7 @@ class TritonBackend:
             return why
         # An alias costs nothing eagerly; it joins a kernel only to be read there (a user
         # that lands in another region after all reads a view step: indexed_region.py).
-        if not node.users or not all(map(_kernel_reader, node.users)):
+        if not _read_by_kernels(node):
             return ("a view read outside generated kernels runs eagerly (an alias of its "
                     "input: no copy)")
         return None
@@ -192,13 +192,23 @@ class TritonBackend:
                       launch)
 
 
-def _kernel_reader(user: Any) -> bool:
-    """Whether ``user`` is a call this backend generates code for (by its record's kind)."""
-    prim = user.meta.get("prim") if user.op in ("call_function", "call_method") else None
-    rule = prim.lowering("triton") if prim is not None else None
-    if rule is None or user.meta.get("barrier") is not None:
+def _read_by_kernels(view: Any) -> bool:
+    """Whether every reader of ``view`` is a call this backend generates code for (by its
+    record's kind): a computation, a gather, a copying view, or an alias view whose own
+    readers are (views have one tensor operand, so this walks a tree once)."""
+    if not view.users:
         return False
-    return prim.kind in ("pointwise", "reduction", "norm") or isinstance(rule, IndexMap)
+    for user in view.users:
+        prim = user.meta.get("prim") if user.op in ("call_function", "call_method") else None
+        rule = prim.lowering("triton") if prim is not None else None
+        if rule is None or user.meta.get("barrier") is not None:
+            return False
+        if prim.kind in ("pointwise", "reduction", "norm", "gather"):
+            continue
+        if not isinstance(rule, IndexMap) or \
+                not (copies_in_eager(user) or _read_by_kernels(user)):
+            return False
+    return True
 
 
 def _tensor_args(args: dict):

@@ -2,8 +2,9 @@
 
 * A region of pointwise, view and gather nodes only gets one :class:`IndexedKernel` per
   output shape; every node is computed where it is needed (nothing in between is written).
-* A region that also reduces keeps its rows kernels (``lowering.group_nodes``); each view /
-  gather node there is one indexed kernel of its own (a fused copy).
+* A region that also reduces keeps its rows kernels (``lowering.group_nodes``); each gather
+  or copying view there is one indexed kernel of its own, each alias view the framework's
+  own view of its operand (read strided by the next kernel, like an input).
 * A view whose value leaves the region and shares memory in eager (not a copy there) is not
   computed: it runs as the framework's own view of its base (a region input, or a value a
   kernel writes with eager's strides), so a later write through either name is seen
@@ -16,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ...frameworks import adapter_for
+from ...passes.eager_layout import needs_eager_layout, to_eager_layout
 from ..base import node_framework
 from .codegen_indexed import IndexedKernel, index_map, out_strides_for
 from .launcher import SpecializedLaunch
@@ -115,15 +117,24 @@ class IndexedPlan:
 class ViewStep:
     """The framework's own view ops, from a base value to a view that leaves the region."""
 
-    def __init__(self, chain: List[Any], inputs: List[Any], output: Any) -> None:
+    def __init__(self, chain: List[Any], inputs: List[Any], output: Any, members: set) -> None:
         from ...ir import GraphModule
         from ..base import Region, region_subgraph
         sub = Region(id=-1, backend="triton", nodes=chain, inputs=inputs, outputs=[output])
         self.module = GraphModule({}, region_subgraph(sub))
         self.desc = _Desc(f"eager_view_{output.name}")
         self.foreign = node_framework(output) != "torch"
+        # A base a rows / pointwise kernel wrote row-major where eager's is permuted: the view
+        # is taken of eager's layout (a copy), so its strides are eager's.
+        self.relayout = [(i, needs_eager_layout(n.meta.get("tensor_meta")))
+                         for i, n in enumerate(inputs) if n in members]
+        self.relayout = [(i, st) for i, st in self.relayout if st is not None]
 
     def __call__(self, *values: Any) -> List[Any]:
+        if self.relayout:
+            values = list(values)
+            for i, stride in self.relayout:
+                values[i] = to_eager_layout(values[i], stride)
         if not self.foreign:
             return list(self.module(*values))
         # the region runs on torch tensors; a TensorPlay program's views are TensorPlay's
@@ -142,8 +153,7 @@ def _view_chain(view: Any, members: set) -> Tuple[List[Any], List[Any]]:
             continue
         chain.append(node)
         for inp in node.all_input_nodes:
-            if inp in members and index_map(inp) is not None and \
-                    inp.meta["prim"].kind == "view" and not copies_in_eager(inp):
+            if inp in members and _alias_view(inp):
                 stack.append(inp)
     order = {n: i for i, n in enumerate(next(iter(members)).graph.nodes)}
     chain.sort(key=order.__getitem__)
@@ -158,52 +168,59 @@ def _view_chain(view: Any, members: set) -> Tuple[List[Any], List[Any]]:
 def plan_indexed(region: Any, cache: Any, make_step, group_nodes, describe_group, namer,
                  emit_node) -> List[Any]:
     """Steps for a region holding view / gather nodes (see the module docstring)."""
+    kinds = {n.meta["prim"].kind for n in region.nodes}
+    if not kinds <= {"pointwise", "view", "gather"}:
+        return _mixed(region, cache, make_step, group_nodes, describe_group, namer, emit_node)
     members = set(region.nodes)
-    escaping = [o for o in region.outputs
-                if index_map(o) is not None and not copies_in_eager(o)]
+    escaping = [o for o in region.outputs if _alias_view(o)]
     views: List[Tuple[List[Any], List[Any], Any]] = []
     needed = [o for o in region.outputs if o not in escaping]
     for view in escaping:
         chain, inputs = _view_chain(view, members)
         views.append((chain, inputs, view))
         needed += [i for i in inputs if i in members and i not in needed]
-    kinds = {n.meta["prim"].kind for n in region.nodes}
+    by_shape: Dict[Shape, List[Any]] = {}
+    for node in needed:
+        by_shape.setdefault(tuple(node.meta["tensor_meta"].shape), []).append(node)
     steps: List[Any] = []
-    if kinds <= {"pointwise", "view", "gather"}:
-        by_shape: Dict[Shape, List[Any]] = {}
-        for node in needed:
-            by_shape.setdefault(tuple(node.meta["tensor_meta"].shape), []).append(node)
-        for k, outs in enumerate(by_shape.values()):
-            kernel = IndexedKernel(f"tpg_indexed_r{region.id}_k{k}", outs, members,
-                                   [out_strides_for(o) for o in outs], namer, emit_node)
-            steps.append(make_step(IndexedPlan(kernel, cache), kernel.inputs, outs))
-    else:
-        steps += _mixed(region, cache, needed, set(escaping), make_step, group_nodes,
-                        describe_group, namer, emit_node)
+    for k, outs in enumerate(by_shape.values()):
+        kernel = IndexedKernel(f"tpg_indexed_r{region.id}_k{k}", outs, members,
+                               [out_strides_for(o) for o in outs], namer, emit_node)
+        steps.append(make_step(IndexedPlan(kernel, cache), kernel.inputs, outs))
     for chain, inputs, view in views:
-        steps.append(make_step(ViewStep(chain, inputs, view), inputs, [view]))
+        steps.append(make_step(ViewStep(chain, inputs, view, members), inputs, [view]))
     return steps
 
 
-def _mixed(region, cache, needed, escaping, make_step, group_nodes, describe_group, namer,
-           emit_node):
+def _alias_view(node: Any) -> bool:
+    return index_map(node) is not None and node.meta["prim"].kind == "view" and \
+        not copies_in_eager(node)
+
+
+def _mixed(region, cache, make_step, group_nodes, describe_group, namer, emit_node):
+    """Rows kernels as without views; each alias view is the framework's own view of its
+    (materialized) operand, read strided like any input; each gather or copying view is one
+    indexed kernel of its own."""
     groups = group_nodes(list(region.nodes))
     node_group = {node: gi for gi, g in enumerate(groups) for node in g.nodes}
     steps = []
     for gi, group in enumerate(groups):
-        want = set(needed)
+        want = set(region.outputs)
         for node in group.nodes:
-            if node not in escaping and any(node_group.get(u, -1) != gi for u in node.users):
+            if any(node_group.get(u, -1) != gi for u in node.users):
                 want.add(node)
-        if group.kind == "indexed":
-            (node,) = group.nodes
-            if node not in want:
-                continue
+        if group.kind != "indexed":
+            steps.append(describe_group(group, gi, want))
+            continue
+        (node,) = group.nodes
+        if _alias_view(node):
+            inputs = list(node.all_input_nodes)
+            steps.append(make_step(ViewStep([node], inputs, node, set(region.nodes)), inputs,
+                                   [node]))
+        elif node in want:
             kernel = IndexedKernel(f"tpg_indexed_r{region.id}_k{gi}", [node], {node},
                                    [out_strides_for(node)], namer, emit_node)
             steps.append(make_step(IndexedPlan(kernel, cache), kernel.inputs, [node]))
-        else:
-            steps.append(describe_group(group, gi, want))
     return steps
 
 
