@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ...frameworks import adapter_for
-from ...passes.eager_layout import needs_eager_layout, to_eager_layout
 from ..base import node_framework
 from .codegen_indexed import IndexedKernel, index_map, out_strides_for
 from .launcher import SpecializedLaunch
@@ -126,12 +125,14 @@ class ViewStep:
         self.foreign = node_framework(output) != "torch"
         # A base a rows / pointwise kernel wrote row-major where eager's is permuted: the view
         # is taken of eager's layout (a copy), so its strides are eager's.
+        from ...passes.eager_layout import needs_eager_layout
         self.relayout = [(i, needs_eager_layout(n.meta.get("tensor_meta")))
                          for i, n in enumerate(inputs) if n in members]
         self.relayout = [(i, st) for i, st in self.relayout if st is not None]
 
     def __call__(self, *values: Any) -> List[Any]:
         if self.relayout:
+            from ...passes.eager_layout import to_eager_layout
             values = list(values)
             for i, stride in self.relayout:
                 values[i] = to_eager_layout(values[i], stride)
