@@ -78,23 +78,49 @@ def _expand(coords, out_shape, a, shape) -> List[Source]:
 
 
 def _reshape(coords, out_shape, a, shape) -> List[Source]:
-    """Row-major linear index of the output, split over the operand's shape."""
-    if tuple(out_shape) == tuple(a.shape):
-        return [Source("a", tuple(coords))]
-    strides = contiguous_strides(tuple(out_shape))
-    terms = [c if st == 1 else f"{c} * {st}" for c, st, n in zip(coords, strides, out_shape)
+    """Row-major reshape: dims are matched in groups of equal element count (a dim kept,
+    split or merged), and within a group the output's linear index is split over the
+    operand's dims, so a kept dim passes its coordinate through."""
+    ins, outs = tuple(a.shape), tuple(out_shape)
+    if 0 in ins or 0 in outs:
+        return [Source("a", tuple(_split(coords, outs, ins)))]
+    inner: List[str] = ["0"] * len(ins)
+    i = j = 0
+    while i < len(ins) and j < len(outs):
+        gi, gj = [i], [j]
+        pi, pj = ins[i], outs[j]
+        i, j = i + 1, j + 1
+        while pi != pj:
+            if pi < pj:
+                pi, i = pi * ins[i], i + 1
+                gi.append(i - 1)
+            else:
+                pj, j = pj * outs[j], j + 1
+                gj.append(j - 1)
+        split = _split([coords[k] for k in gj], [outs[k] for k in gj], [ins[k] for k in gi])
+        for k, expr in zip(gi, split):
+            inner[k] = expr
+    return [Source("a", tuple(inner))]
+
+
+def _split(coords: Sequence[str], outs: Sequence[int], ins: Sequence[int]) -> List[str]:
+    """Coordinates over ``ins`` of the row-major element at ``coords`` over ``outs``."""
+    if len(outs) == 1 and len(ins) == 1:
+        return [coords[0]]
+    strides = contiguous_strides(tuple(outs))
+    terms = [c if st == 1 else f"{c} * {st}" for c, st, n in zip(coords, strides, outs)
              if n != 1]
     linear = "(" + " + ".join(terms) + ")" if terms else "0"
     inner, numel = [], 1
-    for n in a.shape:
+    for n in ins:
         numel *= n
-    for st, n in zip(contiguous_strides(tuple(a.shape)), a.shape):
+    for st, n in zip(contiguous_strides(tuple(ins)), ins):
         if n == 1:
             inner.append("0")
             continue
         part = linear if st == 1 else f"{linear} // {st}"
         inner.append(part if st * n == numel else f"({part} % {n})")
-    return [Source("a", tuple(inner))]
+    return inner
 
 
 def _getitem(coords, out_shape, a, index) -> List[Source]:
