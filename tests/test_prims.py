@@ -123,6 +123,12 @@ CASES = [
     Case("getitem", lambda m, a: a[None, :, 1:3], (arr((2, 3, 4)),),
          lambda a: dict(a=a, index=(None, slice(None), slice(1, 3)))),
     Case("getitem", lambda m, a: a[..., 1], (arr((2, 3, 4)),), lambda a: dict(a=a, index=(Ellipsis, 1)), id="ellipsis"),
+    Case("narrow", lambda m, a: a.narrow(1, 1, 2), (arr((2, 3, 4)),),
+         lambda a: dict(a=a, dim=1, start=1, length=2)),
+    Case("cat", lambda m, a, b: m.cat((a, b), 1), (arr((2, 3)), arr((2, 2), "float16")),
+         lambda a, b: dict(tensors=(a, b), dim=1)),
+    Case("cat", lambda m, a, b: m.cat([a, b], -1), (arr((0,)), arr((2, 2))),
+         lambda a, b: dict(tensors=[a, b], dim=-1), frameworks=("torch",), id="legacy-empty"),
     Case("flatten", lambda m, a: m.flatten(a, 1), (arr((2, 3, 4)),), lambda a: dict(a=a, start_dim=1)),
     # nn (prims/nn.py)
     *[Case(f"conv{k}d", (lambda k: lambda m, a, w: getattr(m.nn.functional, f"conv{k}d")(a, w, None, 1, 1))(k),
@@ -179,7 +185,7 @@ def test_meta_rule_matches_eager(case, framework):
     assert predicted.dtype == str(out.dtype).rsplit(".", 1)[-1]
     # strides follow torch's views; TensorPlay copies for some index mixes (x[None, :, 1:3])
     if framework == "torch" and case.prim in ("permute", "transpose", "expand", "getitem",
-                                              "unsqueeze", "squeeze", "view"):
+                                              "unsqueeze", "squeeze", "view", "narrow"):
         # strides of size-1 dims carry no meaning (TensorPlay and torch differ there)
         live = [i for i, size in enumerate(out.shape) if size != 1]
         assert [predicted.stride[i] for i in live] == [tuple(out.stride())[i] for i in live]

@@ -52,3 +52,33 @@ def test_tiled_channels_last_kernel_compiles_for_hopper():
     assert "BLOCK_C" in step.plan.render(step.plan.layout_for(metas)).text
     result = check_plan(step.plan, metas)
     assert result["cubin_bytes"] > 0 and ".target sm_90" in result["ptx"]
+
+
+def test_indexed_rotary_kernel_compiles_for_hopper():
+    """The rotary block (views, neg, cat, mul, add) as one indexed kernel builds for sm_90."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    import tensorplay_graph as tpg
+    from tensorplay_graph.backends.triton.cache import default_cache
+
+    def rotary(q, cos, sin):
+        h = q.shape[-1] // 2
+        return q * cos + torch.cat((-q[..., h:], q[..., :h]), -1) * sin
+
+    bf16 = torch.bfloat16
+    q = torch.randn(2, 8, 4, 64, dtype=bf16).transpose(1, 2)
+    cos, sin = torch.randn(1, 1, 8, 64, dtype=bf16), torch.randn(1, 1, 8, 64, dtype=bf16)
+    plan = tpg.explain(rotary, q, cos, sin, backend="triton")
+    assert len(plan.regions) == 1
+    source = plan.kernels[plan.regions[0].id].source
+    assert "tl.where" in source
+    name = source.split("def ", 1)[1].split("(", 1)[0]
+    fn = default_cache().jit_function(name, source)
+    args = list(fn.arg_names)   # q, cos, sin, out pointers; then strides; BLOCK_SIZE last
+    signature = {a: "*bf16" if i < 4 else "constexpr" if i == len(args) - 1 else "i32"
+                 for i, a in enumerate(args)}
+    compiled = triton.compile(ASTSource(fn, signature, constexprs={args[-1]: 1024}),
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    assert ".entry" in compiled.asm["ptx"]

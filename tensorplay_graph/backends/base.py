@@ -70,8 +70,11 @@ def record_declines(backend: str, node: Node) -> Optional[str]:
     prim = node.meta.get("prim")
     if prim is None or backend not in prim.declines:
         return None
-    args = {key: value.meta.get("tensor_meta") if isinstance(value, Node) else value
-            for key, value in node.meta.get("prim_args", {}).items()}
+    def meta(value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return type(value)(meta(v) for v in value)
+        return value.meta.get("tensor_meta") if isinstance(value, Node) else value
+    args = {key: meta(value) for key, value in node.meta.get("prim_args", {}).items()}
     return prim.declined(backend, args, node.meta.get("tensor_meta"), node_framework(node))
 
 

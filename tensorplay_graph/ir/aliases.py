@@ -33,7 +33,7 @@ from .node import Node
 __all__ = ["may_alias_inputs", "alias_groups", "mutated_alias_nodes", "is_aliasing_node"]
 
 #: Prim kinds whose result is a fresh tensor (never an alias of an input).
-_FRESH_KINDS = frozenset({"pointwise", "reduction", "norm", "matmul"})
+_FRESH_KINDS = frozenset({"pointwise", "reduction", "norm", "matmul", "gather"})
 
 
 def _is_custom_op(target) -> bool:

@@ -14,6 +14,9 @@
   The reshapes are views of the parameters, run eagerly before the region.
 * ``cross_entropy`` with class-index targets becomes a row reduction and its mean / sum
   (:mod:`.decompose_losses`).
+* ``x.split(n, dim)`` / ``x.chunk(k, dim)`` whose pieces are all taken by index (``q, k, v =
+  qkv.split(d, 2)``) become one basic slice of ``x`` per piece (views of ``x``, as eager's
+  pieces are), so a kernel reading a piece reads ``x`` by index arithmetic.
 
 Runs after ``shape_prop`` (it reads ``tensor_meta``) and gives every new node its
 ``prim``, ``prim_args`` and ``tensor_meta``. Training-mode calls are left as they are.
@@ -24,6 +27,7 @@ Runs after ``shape_prop`` (it reads ``tensor_meta``) and gives every new node it
 from __future__ import annotations
 
 import logging
+import operator
 from typing import Any, Optional
 
 from .. import prims
@@ -140,12 +144,65 @@ def _batch_norm(node: Node, framework: str) -> bool:
     return False
 
 
+#: Tensor methods / functions returning views of consecutive pieces along one dim.
+_SPLITS = frozenset({"split", "chunk"})
+
+
+def _is_split(node: Node) -> bool:
+    if node.op == "call_method":
+        return node.target in _SPLITS
+    module = getattr(node.target, "__module__", None) or type(getattr(node.target, "__self__",
+                                                                      None)).__name__
+    return node.op == "call_function" and getattr(node.target, "__name__", "") in _SPLITS and \
+        str(module).startswith(("torch", "tensorplay", "_VariableFunctions"))
+
+
+def _split_slices(node: Node, framework: str) -> bool:
+    """``split`` / ``chunk`` taken apart by index -> one ``x[..., a:b]`` node per piece."""
+    metas, base = node.meta.get("tensor_meta"), node.args[0] if node.args else None
+    dim = node.kwargs.get("dim", node.args[2] if len(node.args) > 2 else 0)
+    users = list(node.users)
+    if not (_is_tensor(base) and isinstance(metas, tuple) and metas and isinstance(dim, int)
+            and all(isinstance(m, TensorMeta) for m in metas) and users and
+            all(u.target is operator.getitem and len(u.args) == 2 and
+                isinstance(u.args[1], int) for u in users)):
+        return False
+    ndim = base.meta["tensor_meta"].ndim
+    if not -ndim <= dim < ndim:
+        return False
+    d, starts = dim % ndim, [0]
+    for m in metas:
+        starts.append(starts[-1] + m.shape[d])
+    graph, made = node.graph, []
+    for user in users:
+        i = user.args[1] % len(metas)
+        with graph.inserting_before(user):
+            piece = graph.call_function(operator.getitem, (base, (slice(None),) * d +
+                                                           (slice(starts[i], starts[i + 1]),)))
+        piece.meta["stack"] = user.meta.get("stack")
+        made.append(piece)
+        if not annotate(piece, framework) or piece.meta["tensor_meta"].shape != metas[i].shape:
+            for new in made:
+                graph.erase_node(new)
+            return False
+        piece.meta["tensor_meta"] = metas[i]  # eager's strides
+    for user, piece in zip(users, made):
+        user.replace_all_uses_with(piece)
+        graph.erase_node(user)
+    graph.erase_node(node)
+    return True
+
+
 def decompose(gm: Any) -> Any:
-    """Remove eval-mode dropout and same-dtype casts, rewrite inference batch norm (module docstring)."""
+    """Remove eval-mode dropout and same-dtype casts, rewrite inference batch norm and indexed
+    splits (module docstring)."""
     graph = getattr(gm, "graph", gm)
     framework = graph_framework(graph)
     removed = rewritten = 0
     for node in list(graph.nodes):
+        if node.meta.get("prim") is None and _is_split(node):
+            rewritten += _split_slices(node, framework)
+            continue
         if node.meta.get("prim") is None or node.op not in ("call_function", "call_method"):
             continue
         if removed or rewritten:  # an earlier rewrite may have replaced this node's inputs

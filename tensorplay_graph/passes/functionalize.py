@@ -49,7 +49,7 @@ __all__ = ["functionalize", "out_of_place", "is_fresh"]
 _OUT_OF_PLACE_OPERATORS = {getattr(operator, f"i{name.rstrip('_')}"): getattr(operator, name)
                            for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
                                         "and_", "or_", "xor", "lshift", "rshift")}
-_FRESH_KINDS = frozenset({"pointwise", "reduction", "norm", "matmul"})
+_FRESH_KINDS = frozenset({"pointwise", "reduction", "norm", "matmul", "gather"})
 #: Opaque prims whose result is always a new tensor.
 _FRESH_OPAQUE = frozenset({"conv1d", "conv2d", "conv3d", "batch_norm"})
 _MODULES = {"torch": ("torch", "torch.nn.functional"),

@@ -25,8 +25,8 @@ __all__ = ["Prim", "KINDS", "register", "unregister", "get", "all_prims", "looku
            "canonical_args"]
 
 # ``vjps`` last: it attaches reverse-mode rules to the records the others registered.
-_RECORD_MODULES = ("pointwise", "reductions", "norms", "matmul", "views", "effects", "nn", "losses",
-                   "vjps")
+_RECORD_MODULES = ("pointwise", "reductions", "norms", "matmul", "views", "index_maps", "effects",
+                   "nn", "losses", "vjps")
 _REGISTRY: Dict[str, Prim] = {}
 _loaded = False
 

@@ -135,7 +135,7 @@ class Emitter:
     def _spell_forward(self, name: str, c: dict) -> Tuple[str, Any, tuple, dict]:
         """Prims VJP rules do not emit (tests build one-prim programs with them)."""
         a = c.get("a")
-        if name in ("clamp", "var", "flatten", "contiguous", "view", "squeeze"):
+        if name in ("clamp", "var", "flatten", "contiguous", "view", "squeeze", "narrow"):
             kwargs = {k: v for k, v in list(c.items())[1:]}
             if name == "view":
                 return "call_method", name, (a, tuple(kwargs["shape"])), {}

@@ -12,6 +12,7 @@ reduction     a :class:`Reduction` (combine op, identity, element / final
               backends), or a row builder (below) for several passes (``var``)
 norm          a row builder
 matmul        a :class:`Gemm`
+view, gather  an :class:`IndexMap` (which operand element each output element is)
 ============  ===============================================================
 
 A *row builder* is ``fn(row, **prim_args) -> value`` over a backend's row emitter (the
@@ -31,7 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Tuple
 
-__all__ = ["Reduction", "RowBuilder", "Gemm", "COMBINES"]
+__all__ = ["Reduction", "RowBuilder", "Gemm", "IndexMap", "Source", "COMBINES"]
 
 #: Associative combine ops a :class:`Reduction` may use, with their identity.
 COMBINES = {"sum": 0.0, "prod": 1.0, "max": -math.inf, "min": math.inf}
@@ -108,3 +109,33 @@ class Gemm:
     rhs_transposed: bool = False
     epilogue: Callable[..., str] = _no_epilogue
     epilogue_operands: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where output elements come from: operand ``operand`` (a canonical argument name, with
+    ``item`` its position when the argument is a list of tensors) at ``coords`` (one index
+    expression per operand dim), for the elements where ``where`` holds (``None``: all)."""
+
+    operand: str
+    coords: Tuple[str, ...]
+    item: Optional[int] = None
+    where: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class IndexMap:
+    """A view or gather prim as index arithmetic: every output element is one operand element.
+
+    ``rule(coords, out_shape, **prim_args) -> [Source, ...]``: ``coords`` are the output's
+    index expressions (plain arithmetic over integers, one per output dim), tensor arguments
+    arrive as ``TensorMeta`` (lists of tensors as lists). Several sources need disjoint
+    ``where`` conditions covering the output (``cat``: one per piece); the first source whose
+    condition holds gives the element, the last one needs no condition. A backend generates
+    the loads and the selection; it never sees the prim's name. ``copies(out, **prim_args)``
+    says, for a view prim, when eager returns a fresh tensor rather than an alias (``reshape``
+    of a permuted tensor); unset: always an alias.
+    """
+
+    rule: Callable[..., Any]
+    copies: Optional[Callable[..., bool]] = None

@@ -7,8 +7,9 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, Optional, Tuple
 
-#: Kinds of prims. ``norm`` is a row-wise fused pattern (softmax, layer_norm ...).
-KINDS = ("pointwise", "reduction", "norm", "matmul", "view", "opaque")
+#: Kinds of prims. ``norm`` is a row-wise fused pattern (softmax, layer_norm ...); ``gather``
+#: moves elements into a fresh tensor, each output element one operand element (``cat``).
+KINDS = ("pointwise", "reduction", "norm", "matmul", "view", "gather", "opaque")
 
 #: Facts about a prim that backends read instead of its name (``Prim.traits``).
 TRAITS = {

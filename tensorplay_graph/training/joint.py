@@ -258,7 +258,12 @@ class _Backward:
         if found is OPAQUE:
             return self._opaque(node, grad, parts)
         for name, value in found.items():
-            self.accumulate(args.get(name), value)
+            target = args.get(name)
+            if isinstance(target, (list, tuple)) and isinstance(value, (list, tuple)):
+                for item, grad in zip(target, value):  # a list of tensors (cat's pieces)
+                    self.accumulate(item, grad)
+            else:
+                self.accumulate(target, value)
 
     def _opaque(self, node: Node, grad: Optional[Node], parts: Optional[Dict[int, Node]]) -> None:
         from ..passes.barriers import custom_op_of

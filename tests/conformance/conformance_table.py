@@ -248,12 +248,21 @@ def view_samples(prim: Any, fw: Framework, dtype: str) -> List[Sample]:
              "permute": lambda a: a.permute(1, 0), "transpose": lambda a: a.transpose(0, 1),
              "unsqueeze": lambda a: a.unsqueeze(0), "squeeze": lambda a: a.unsqueeze(1).squeeze(1),
              "expand": lambda a: a[:1].expand(4, 3), "contiguous": lambda a: a.transpose(0, 1).contiguous(),
-             "getitem": lambda a: a[1], "flatten": lambda a: a.unsqueeze(0).flatten(1)}
+             "getitem": lambda a: a[1], "flatten": lambda a: a.unsqueeze(0).flatten(1),
+             "narrow": lambda a: a.narrow(1, 1, 2)}
     return [Sample(prim.name, calls[prim.name], (x,))] if prim.name in calls else []
 
 
+def gather_samples(prim: Any, fw: Framework, dtype: str) -> List[Sample]:
+    f = fw.callable_of(prim)
+    x = fw.tensor(values(dtype, n_huge=False)[:6], dtype).reshape(2, 3)
+    return [Sample("last dim, a view piece", lambda a, b: f((a, b.transpose(0, 1)), 1),
+                   (x, x.reshape(3, 2))),
+            Sample("first dim, three pieces", lambda a: f((a, a[:1], a), 0), (x,))]
+
+
 SAMPLERS = {"pointwise": pointwise_samples, "reduction": reduction_samples, "norm": norm_samples,
-            "matmul": matmul_samples, "view": view_samples}
+            "matmul": matmul_samples, "view": view_samples, "gather": gather_samples}
 
 
 def samples(prim: Any, fw: Framework, dtype: str) -> List[Sample]:

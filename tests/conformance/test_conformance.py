@@ -17,7 +17,7 @@ import conformance_table as ct  # noqa: E402
 from tensorplay_graph import prims  # noqa: E402
 
 FRAMEWORKS = ("torch", "tensorplay")
-LOWERED_KINDS = ("pointwise", "reduction", "norm", "matmul", "view")
+LOWERED_KINDS = ("pointwise", "reduction", "norm", "matmul", "view", "gather")
 #: (framework, prim, dtype) cases per framework in the default (CI) sample.
 REFERENCE_BUDGET = 110
 

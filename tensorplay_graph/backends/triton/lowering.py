@@ -90,7 +90,10 @@ def group_nodes(nodes: List[Any]) -> List[Group]:
         # The node may join any group from the last one producing one of its operands on.
         first = max([groups.index(owner[v]) for v in node.all_input_nodes if v in owner], default=0)
         target = None
-        if prim.kind == "pointwise":
+        if prim.kind in ("view", "gather"):  # a copy of its own (indexed_region.py)
+            target = Group("indexed", shape, None, [])
+            groups.append(target)
+        elif prim.kind == "pointwise":
             for group in reversed(groups[first:]):
                 if _joins_pointwise(group, node, shape, owner):
                     target = group
@@ -102,7 +105,8 @@ def group_nodes(nodes: List[Any]) -> List[Group]:
             in_shape = _operand_shape(node.meta["prim_args"]["a"])
             dims = row_dims(node, in_shape)
             for group in reversed(groups[first:]):
-                if group.shape == in_shape and (group.kind == "pointwise" or group.dims == dims):
+                if group.kind != "indexed" and group.shape == in_shape and \
+                        (group.kind == "pointwise" or group.dims == dims):
                     target = group
                     break
             if target is None:
@@ -115,6 +119,8 @@ def group_nodes(nodes: List[Any]) -> List[Group]:
 
 
 def _joins_pointwise(group: Group, node: Any, shape, owner: Dict[Any, Group]) -> bool:
+    if group.kind == "indexed":
+        return False
     if group.kind == "pointwise":
         return shape == group.shape
     full = shape == group.shape
@@ -274,6 +280,17 @@ def _integer_operand_dtype(args: Dict[str, Any]) -> Optional[str]:
 
 def plan_region(region: Any, cache=None) -> List[Step]:
     """Kernel steps for ``region`` (nodes carry prim, prim_args and tensor_meta)."""
+    if any(n.meta["prim"].kind in ("view", "gather") for n in region.nodes):
+        from .cache import default_cache
+        from .indexed_region import plan_indexed
+
+        def describe_group(group: Group, gi: int, needed: set) -> Step:
+            desc, inputs, outputs, space = describe(group, f"tpg_{group.kind}_r{region.id}_k{gi}",
+                                                    needed)
+            shapes = [tuple(node_meta(o).shape) for o in outputs]
+            return Step(KernelPlan(desc, space, shapes, cache=cache), inputs, outputs)
+        return plan_indexed(region, cache or default_cache(), Step, group_nodes, describe_group,
+                            Namer, _emit_node)
     groups = group_nodes(list(region.nodes))
     node_group = {node: gi for gi, g in enumerate(groups) for node in g.nodes}
     steps = []
