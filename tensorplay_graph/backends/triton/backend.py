@@ -139,6 +139,13 @@ class TritonBackend:
         if not _read_by_kernels(node):
             return ("a view read outside generated kernels runs eagerly (an alias of its "
                     "input: no copy)")
+        if _input_alias_read_pointwise(node):
+            # A pointwise kernel reads an input's view by its strides already; claiming it
+            # would turn the region into an indexed kernel (per-element index arithmetic) and
+            # lose the tiled kernel's once-per-tile loads of broadcast operands (batch-norm's
+            # (C, 1, 1) parameter views).
+            return ("a view of a program input read only by pointwise kernels runs eagerly (an "
+                    "alias: the kernel reads it by its strides)")
         return None
 
     # ------------------------------------------------------------------ compile
@@ -165,8 +172,9 @@ class TritonBackend:
         guard = _eager_guard(region)
         result_slots = [slots[n] for n in region.outputs]
         sources = _render_examples(steps)
-        # Pointwise kernels write eager's strides themselves (lower adds no copy after them).
-        pointwise = {n for s in steps if isinstance(s.plan.space, PointwiseSpace) for n in s.outputs}
+        # Pointwise and indexed kernels write eager's strides themselves (lower adds no copy
+        # after them).
+        pointwise = {n for s in steps if _writes_eager_strides(s.plan) for n in s.outputs}
         strides = {"eager_strides": tuple(n in pointwise for n in region.outputs)}
 
         if len(plan) == 1 and plan[0][1] == list(range(len(region.inputs))) and \
@@ -222,6 +230,31 @@ def _read_by_kernels(view: Any) -> bool:
                 not (copies_in_eager(user) or _read_by_kernels(user)):
             return False
     return True
+
+
+def _input_alias_read_pointwise(view: Any) -> bool:
+    """Whether ``view`` only adds or drops size-1 dims of a program input (placeholder /
+    attribute: batch-norm's ``(C, 1, 1)`` parameters) and every reader is a pointwise call."""
+    operands = [v for _, v in _tensor_args(view.meta["prim_args"]) if is_node(v)]
+    if len(operands) != 1 or operands[0].op not in ("placeholder", "get_attr"):
+        return False
+    squeezed = [n for n in view.meta["tensor_meta"].shape if n != 1]
+    if squeezed != [n for n in operands[0].meta["tensor_meta"].shape if n != 1]:
+        return False  # only size-1 dims added or dropped: a broadcast operand's reshape
+    for user in view.users:
+        prim = user.meta.get("prim") if user.op in ("call_function", "call_method") else None
+        if prim is None or prim.kind != "pointwise":
+            return False
+    return True
+
+
+def _writes_eager_strides(plan: Any) -> bool:
+    """Whether ``plan``'s kernel lays its outputs out with eager's strides (an indexed plan
+    says so itself; a rows / column kernel writes row-major)."""
+    explicit = getattr(plan, "writes_eager_strides", None)
+    if explicit is not None:
+        return bool(explicit)
+    return isinstance(getattr(plan, "space", None), PointwiseSpace)
 
 
 def _tensor_args(args: dict):

@@ -51,6 +51,9 @@ class _Desc:
 class IndexedPlan:
     """``plan(*inputs) -> outputs`` for one :class:`IndexedKernel` (``KernelPlan``'s interface)."""
 
+    #: outputs are allocated with the kernel's ``out_strides``: eager's
+    writes_eager_strides = True
+
     def __init__(self, kernel: IndexedKernel, cache: Any) -> None:
         self.kernel, self.cache = kernel, cache
         self.desc = _Desc(kernel.name)
