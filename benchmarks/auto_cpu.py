@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import platform
 import statistics
@@ -71,8 +72,8 @@ def measure(fns: Dict[str, Callable[..., Any]], args: tuple, rounds: int,
     while they fit in ``budget_s`` seconds (cheap programs get many rounds).
 
     A round times every candidate back to back (the order alternates between rounds),
-    each as the minimum of up to 20 short samples (~0.3 ms, ``number`` calls each) within
-    about ``round_s`` seconds. Minimum within a round: other processes only ever add time
+    each as the minimum of up to 20 short samples (~0.3 ms, ``number`` calls each), as
+    many as fit in about ``round_s`` seconds. Minimum within a round: other processes only ever add time
     (a thread-pool barrier waiting for a descheduled worker can add milliseconds), and
     short samples let some run between two preemptions. Rounds pair the candidates in
     time, so load that changes over seconds hits both sides of a round alike; the ratio
@@ -95,8 +96,12 @@ def measure(fns: Dict[str, Callable[..., Any]], args: tuple, rounds: int,
                            (r >= 7 and elapsed > 2 * budget_s)):
             break
         for name in (names if r % 2 == 0 else names[::-1]):
-            fn = fns[name]
-            best = min(timeit.Timer(lambda fn=fn: fn(*args)).repeat(samples, number))
+            timer, best, began = timeit.Timer(lambda fn=fns[name]: fn(*args)), math.inf, \
+                time.perf_counter()
+            for i in range(samples):  # at most ~round_s: loaded, one call can take ms
+                best = min(best, timer.timeit(number))
+                if i and time.perf_counter() - began > round_s:
+                    break
             times[name].append(best / number)
     return times
 
