@@ -70,7 +70,7 @@ def main() -> None:
     for rows, cols in SIZES:
         args = (fw.randn(rows, cols).abs() + 0.5, fw.randn(cols), fw.randn(rows, cols))
         cells = [f"{ratio(o, i, args, opts.rounds):.2f}" for o, i in OPS.values()]
-        log.info("| %dK float32 | %s |", rows * cols // 1024, " | ".join(cells))
+        log.info("| %dx%d (%dK) | %s |", rows, cols, rows * cols // 1024, " | ".join(cells))
 
 
 if __name__ == "__main__":

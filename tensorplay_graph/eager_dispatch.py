@@ -127,23 +127,23 @@ _ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "float16": 2, "bfloat
 
 def _tensorplay_reuse_pays(node: Any, operand: Any, out: TensorMeta) -> bool:
     """Whether TensorPlay's in-place twin of ``node`` writing into ``operand`` was measured
-    faster than ``node`` (``benchmarks/inplace_reuse.py``, min of many samples, 1 and 2
-    threads, float32, 2026-12-01). torch's in-place ops pay at every size (0.6-0.95x at
-    8K-256K elements, 0.1-0.6x from 1 MiB, where eager's fresh buffers page-fault), so torch
-    reuses every dead buffer; TensorPlay's in-place ops take other, slower code paths for
-    many ops, so TensorPlay reuses only:
+    faster than ``node`` (``benchmarks/inplace_reuse.py``: in-place / out-of-place per call,
+    min of many samples, 1 and 2 threads, float32, 8K-1M elements; benchmarks/RESULTS.md).
+    torch's in-place ops pay at every size (0.6-1.0x up to 192K elements, 0.01-0.9x from
+    1 MiB, where eager's fresh buffers page-fault), so torch reuses every dead buffer.
+    TensorPlay's in-place ops take other, often slower, code paths, so it reuses only:
 
-    * by a Python scalar: ``mul_`` / ``add_`` (0.7-0.9x) and ``div_`` (0.4-0.9x: TensorPlay's
-      out-of-place scalar ``div`` is the slow one), and ``relu_`` (0.7-1.0x), at every size;
+    * by a Python scalar: ``mul_`` / ``add_`` and ``relu_`` (0.5-1.1x) and ``div_``
+      (0.4-0.96x: TensorPlay's out-of-place scalar ``div`` is the slow one), at every size;
     * by a tensor of the result's shape: ``add_`` / ``sub_`` / ``mul_`` from 512 KiB
-      (0.6-0.8x). Below that they are 0.9-1.4x: the in-place path has a fixed cost of a
-      few microseconds that the saved allocation only outweighs once the buffer is big;
-    * ``mul_`` by a broadcast operand from 1 MiB (0.6-0.95x; 0.8-1.2x below).
+      (0.5-0.88x). Below it they are 0.6-1.6x: the in-place path costs a few microseconds
+      more, which the saved allocation only outweighs once the buffer is large;
+    * ``mul_`` by a broadcast operand from 1 MiB (0.58-0.95x; 0.68-1.23x below).
 
-    Never: ``sub_`` by a scalar or ``add_`` / ``sub_`` by a broadcast operand (5-30x
+    Never: ``sub_`` by a scalar or ``add_`` / ``sub_`` by a broadcast operand (5-68x
     slower), unary ops other than ``relu_`` (``exp_``, ``tanh_``, ``sqrt_``, ``clamp_``:
-    1.1-3x slower at every size), and ``div_`` by a tensor: its float32 result differs
-    from ``/`` in the last bit for some elements (eager's result is the reference)."""
+    0.9-3.6x, mostly slower), and ``div_`` by a tensor: its float32 result differs from
+    ``/`` in the last bit for some elements (eager's result is the reference)."""
     if node.kwargs:
         return False
     others = [arg for arg in node.args if arg is not operand]
