@@ -16,11 +16,11 @@ When no value can need grad (no input or constant requires it, or grad mode is
 off) a second copy also reuses dead buffers, as Inductor does: an elementwise op
 whose operand is an intermediate that no later node reads, of the result's shape,
 dtype and strides, writes its result into that operand (``z.sub_(m)`` for
-``z - m``), skipping an allocation (torch, 32x256 float32: ``add_`` 1.8 vs
-``add`` 2.7 us). Only intermediates made by ops that always return fresh memory
-qualify, and only when every reader of them is such an op (no view of them exists).
-TensorPlay's in-place ops are faster only for some ops (a broadcast ``add_`` takes
-34 us against 4), so TensorPlay graphs reuse buffers only where measured faster.
+``z - m``), skipping an allocation. Only intermediates made by ops that always
+return fresh memory qualify, and only when every reader of them is such an op (no
+view of them exists). Which ops reuse is what was measured to pay
+(``benchmarks/inplace_reuse.py``; see ``_tensorplay_reuse_pays``): every torch
+elementwise op at every size, and TensorPlay's only for some ops and sizes.
 
 >>> run = eager_program(captured_gm, "tensorplay")        # doctest: +SKIP
 >>> "x.mul(1.5)" in run.code                               # doctest: +SKIP
@@ -99,11 +99,7 @@ def no_grad_program(gm: Any, framework: Optional[str]) -> Any:
 
 def _reuse_for(node: Any, order: Dict[Any, int], framework: str) -> Any:
     """The operand ``node`` may write its result into, or None."""
-    if framework == "tensorplay":
-        if not _tensorplay_inplace_faster(node):
-            return None
-        candidates = node.args[:1]
-    elif node.op == "call_method" and node.target in _INPLACE_METHODS:
+    if node.op == "call_method" and node.target in _INPLACE_METHODS:
         candidates = node.args[:1]
     elif node.op == "call_function" and _hashable(node.target) and \
             node.target in _INPLACE_OPERATORS and len(node.args) == 2 and not node.kwargs:
@@ -114,21 +110,57 @@ def _reuse_for(node: Any, order: Dict[Any, int], framework: str) -> Any:
     if not isinstance(out, TensorMeta) or out.requires_grad:
         return None
     for operand in candidates:
-        if _dead_fresh_buffer(operand, node, out, order) and node.args.count(operand) == 1:
+        if _dead_fresh_buffer(operand, node, out, order) and node.args.count(operand) == 1 \
+                and (framework == "torch" or _tensorplay_reuse_pays(node, operand, out)):
             return operand
     return None
 
 
-def _tensorplay_inplace_faster(node: Any) -> bool:
-    """The TensorPlay in-place ops measured faster than their out-of-place twins on small
-    tensors: ``mul_`` / ``add_`` by a Python scalar (0.8 vs 2.3 us) and ``relu_`` (1.2 vs
-    2.4 us). Others are not (``sub_`` by a scalar: 37 us; ``mul_`` by a tensor: slower)."""
-    if node.op != "call_method" or node.kwargs:
+#: Bytes from which TensorPlay's in-place tensor-tensor ops beat their out-of-place
+#: twins: same-shape ``add_`` / ``sub_`` / ``mul_``, and ``mul_`` by a broadcast operand.
+TENSORPLAY_SAME_SHAPE_BYTES = 512 * 1024
+TENSORPLAY_BROADCAST_BYTES = 1024 * 1024
+_ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "float16": 2, "bfloat16": 2,
+             "int32": 4, "float32": 4, "int64": 8, "float64": 8, "complex64": 8,
+             "complex128": 16}
+
+
+def _tensorplay_reuse_pays(node: Any, operand: Any, out: TensorMeta) -> bool:
+    """Whether TensorPlay's in-place twin of ``node`` writing into ``operand`` was measured
+    faster than ``node`` (``benchmarks/inplace_reuse.py``: in-place / out-of-place per call,
+    min of many samples, 1 and 2 threads, float32, 8K-1M elements; benchmarks/RESULTS.md).
+    torch's in-place ops pay at every size (0.6-1.0x up to 192K elements, 0.01-0.9x from
+    1 MiB, where eager's fresh buffers page-fault), so torch reuses every dead buffer.
+    TensorPlay's in-place ops take other, often slower, code paths, so it reuses only:
+
+    * by a Python scalar: ``mul_`` / ``add_`` and ``relu_`` (0.5-1.1x) and ``div_``
+      (0.4-0.96x: TensorPlay's out-of-place scalar ``div`` is the slow one), at every size;
+    * by a tensor of the result's shape: ``add_`` / ``sub_`` / ``mul_`` from 512 KiB
+      (0.5-0.88x). Below it they are 0.6-1.6x: the in-place path costs a few microseconds
+      more, which the saved allocation only outweighs once the buffer is large;
+    * ``mul_`` by a broadcast operand from 1 MiB (0.58-0.95x; 0.68-1.23x below).
+
+    Never: ``sub_`` by a scalar or ``add_`` / ``sub_`` by a broadcast operand (5-68x
+    slower), unary ops other than ``relu_`` (``exp_``, ``tanh_``, ``sqrt_``, ``clamp_``:
+    0.9-3.6x, mostly slower), and ``div_`` by a tensor: its float32 result differs from
+    ``/`` in the last bit for some elements (eager's result is the reference)."""
+    if node.kwargs:
         return False
-    if node.target == "relu":
-        return len(node.args) == 1
-    return node.target in ("mul", "add") and len(node.args) == 2 and \
-        type(node.args[1]) in (bool, int, float)
+    others = [arg for arg in node.args if arg is not operand]
+    if node.op == "call_method":  # the scalar forms (``eager_program`` made them methods)
+        if node.target == "relu":
+            return not others
+        return node.target in ("mul", "add", "div") and len(others) == 1 and \
+            type(others[0]) in (bool, int, float)
+    if node.target is operator.truediv or len(others) != 1:
+        return False
+    other = getattr(others[0], "meta", {}).get("tensor_meta")
+    if not isinstance(other, TensorMeta):
+        return False
+    nbytes = out.numel * _ITEMSIZE.get(out.dtype, 8)
+    if other.shape == out.shape:
+        return nbytes >= TENSORPLAY_SAME_SHAPE_BYTES
+    return node.target is operator.mul and nbytes >= TENSORPLAY_BROADCAST_BYTES
 
 
 def _dead_fresh_buffer(value: Any, reader: Any, out: TensorMeta, order: Dict[Any, int]) -> bool:

@@ -139,3 +139,60 @@ def test_calls_that_may_need_grad_run_without_buffer_reuse(fw):
     xg = lib.randn(3, 5).requires_grad_()
     compiled(xg).sum().backward()
     assert xg.grad is not None
+
+
+# -- where TensorPlay reuses: the ops and sizes measured to pay (_tensorplay_reuse_pays) ---
+def reused_code(program, *args):
+    """The buffer-reusing program's code, after checking compiled equals eager."""
+    compiled = tpg.compile(program)
+    compiled(*args)
+    got, want = compiled(*args), program(*args)
+    for g, w in (zip(got, want) if isinstance(want, tuple) else [(got, want)]):
+        same(g, w)
+    runner = runner_of(compiled)
+    assert runner.steady_callable() is runner.no_grad
+    return runner.no_grad.code
+
+
+def test_tensorplay_reuses_tensor_operands_only_from_the_measured_sizes():
+    from tensorplay_graph.eager_dispatch import (TENSORPLAY_BROADCAST_BYTES,
+                                                 TENSORPLAY_SAME_SHAPE_BYTES)
+
+    def same_shape(x, y):
+        return (x * y) - y            # the product is dead: sub_ into it, if it pays
+
+    def broadcast(x, r):
+        return (x * 2.0 + 1.0) * r    # mul_ by a row, into a dead intermediate
+
+    rows = TENSORPLAY_SAME_SHAPE_BYTES // 4 // 256   # float32 rows of 256 at the threshold
+    for n, reused in ((8, False), (rows - 1, False), (rows, True)):
+        code = reused_code(same_shape, tp.randn(n, 256), tp.randn(n, 256))
+        assert (".sub_(" in code) == reused, (n, code)
+    rows = TENSORPLAY_BROADCAST_BYTES // 4 // 256
+    for n, reused in ((rows // 2, False), (rows, True)):
+        code = reused_code(broadcast, tp.randn(n, 256), tp.randn(256))
+        assert (".mul_(" in code.replace(".mul_(2.0)", "")) == reused, (n, code)
+
+
+def test_tensorplay_never_reuses_the_ops_measured_slower_or_inexact_at_any_size():
+    x, y, r = tp.randn(1024, 512), tp.randn(1024, 512), tp.randn(512)   # 2 MiB
+    code = reused_code(lambda x, y, r: ((x * y) + r, (x * y) / y, (x * y).exp(),
+                                        (x * y) - 1.0), x, y, r)
+    for op in (".add_(", ".div_(", ".exp_(", ".sub_("):
+        assert op not in code, (op, code)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32", "int64"])
+def test_scalar_ops_reuse_small_buffers_and_equal_eager(dtype):
+    x = tensor(dtype, (4, 8))
+    code = reused_code(lambda x: (((x * 3) / 2).relu() + 1) * 2, x)
+    # the product (int or float) takes the true division's result only when dtypes agree
+    assert (".div_(2)" in code) == dtype.startswith("float"), code
+    assert ".add_(1)" in code and ".mul_(2)" in code
+
+
+def test_torch_reuses_dead_buffers_at_every_size():
+    torch = pytest.importorskip("torch")
+    for n in (8, 1024):
+        assert ".sub_(" in reused_code(lambda x, y: (x * y) - y, torch.randn(n, 64),
+                                       torch.randn(n, 64))
