@@ -82,3 +82,30 @@ def test_indexed_rotary_kernel_compiles_for_hopper():
     compiled = triton.compile(ASTSource(fn, signature, constexprs={args[-1]: 1024}),
                               target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
     assert ".entry" in compiled.asm["ptx"]
+
+
+def test_indexed_kernel_with_a_0d_operand_compiles_for_hopper():
+    """A 0-d operand (the loss gradient in a cross-entropy backward) has offset 0 in an indexed
+    kernel: a scalar pointer, which Triton cannot load under a block mask (H200 training run)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    import tensorplay_graph as tpg
+    from tensorplay_graph.backends.triton.cache import default_cache
+
+    def scaled_cat(q, s):
+        return torch.cat((q, -q), -1) * s
+
+    q, s = torch.randn(4, 8, 32), torch.tensor(0.5)
+    plan = tpg.explain(scaled_cat, q, s, backend="triton")
+    assert len(plan.regions) == 1
+    source = plan.kernels[plan.regions[0].id].source
+    name = source.split("def ", 1)[1].split("(", 1)[0]
+    fn = default_cache().jit_function(name, source)
+    args = list(fn.arg_names)  # q, s, out pointers; then q's strides; BLOCK_SIZE last
+    signature = {a: "*fp32" if i < 3 else "constexpr" if i == len(args) - 1 else "i32"
+                 for i, a in enumerate(args)}
+    compiled = triton.compile(ASTSource(fn, signature, constexprs={args[-1]: 1024}),
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    assert ".entry" in compiled.asm["ptx"]

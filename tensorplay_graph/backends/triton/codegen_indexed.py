@@ -171,7 +171,10 @@ class IndexedKernel:
             terms = [f"{c} * {arg}_stride{d}" for d, c in enumerate(coords) if c != "0"]
             offset = " + ".join(terms) or "0"
         var = self.namer(f"{node.name}_v")
-        self.em.emit(var, load_expr(arg, tm.dtype, offset, mask), compute_dtype(tm.dtype), "")
+        # Every coordinate 0 (a 0-d or fully broadcast operand): a scalar pointer, which Triton
+        # cannot load under a block mask; one unmasked load, broadcast where it is used.
+        self.em.emit(var, load_expr(arg, tm.dtype, offset, "" if offset == "0" else mask),
+                     compute_dtype(tm.dtype), "")
         return var
 
     # ------------------------------------------------------------------ source
