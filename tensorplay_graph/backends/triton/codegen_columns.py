@@ -24,7 +24,7 @@ from typing import Dict, List, Optional
 
 from .codegen_common import (INDENT, _neutral, combine_function_lines, header, load_expr,
                              signature_lines, store_line)
-from .codegen_pointwise import KernelSource, _coords, operand_names
+from .codegen_pointwise import KernelSource, _coords, _param_text, operand_names
 from .kernel_desc import TL_DTYPES, KernelDesc
 from .layout import Layout
 
@@ -128,18 +128,11 @@ def _text(param: tuple, desc: KernelDesc) -> str:
     names = operand_names(desc)
     reduces = [s.var for s in desc.stmts if s.reduce is not None]
     kind = param[0]
-    if kind == "ptr":
-        i = param[1]
-        return f"{names[i]}_ptr" if i < len(names) else f"{reduces[i - len(names)]}_part_ptr"
+    if kind == "ptr" and param[1] >= len(names):  # a split's partial results (stage 1 / 2)
+        return f"{reduces[param[1] - len(names)]}_part_ptr"
     if kind == "const":
         return param[1]
-    if kind == "size":
-        return f"size{param[1]}"
-    if kind == "stride":
-        return f"{names[param[1]]}_stride{param[2]}"
-    if kind == "col_stride":
-        return f"{names[param[1]]}_col_stride"
-    return "n_cols"
+    return _param_text(param, names)  # pointers, "n", sizes and strides as pointwise spells them
 
 
 def unit_last(layout: Layout, i: int, d: int) -> bool:

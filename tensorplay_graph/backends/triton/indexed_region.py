@@ -205,14 +205,10 @@ def _mixed(region, cache, make_step, group_nodes, describe_group, namer, emit_no
     """Rows kernels as without views; each alias view is the framework's own view of its
     (materialized) operand, read strided like any input; each gather or copying view is one
     indexed kernel of its own."""
+    from .lowering import needed_outputs
     groups = group_nodes(list(region.nodes))
-    node_group = {node: gi for gi, g in enumerate(groups) for node in g.nodes}
     steps = []
-    for gi, group in enumerate(groups):
-        want = set(region.outputs)
-        for node in group.nodes:
-            if any(node_group.get(u, -1) != gi for u in node.users):
-                want.add(node)
+    for gi, (group, want) in enumerate(zip(groups, needed_outputs(groups, region))):
         if group.kind != "indexed":
             steps.append(describe_group(group, gi, want))
             continue

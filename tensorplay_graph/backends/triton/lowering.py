@@ -292,14 +292,23 @@ def plan_region(region: Any, cache=None) -> List[Step]:
         return plan_indexed(region, cache or default_cache(), Step, group_nodes, describe_group,
                             Namer, _emit_node)
     groups = group_nodes(list(region.nodes))
-    node_group = {node: gi for gi, g in enumerate(groups) for node in g.nodes}
     steps = []
-    for gi, group in enumerate(groups):
-        needed = set(region.outputs)
-        for node in group.nodes:
-            if any(node_group.get(u, -1) != gi for u in node.users):
-                needed.add(node)
+    for gi, (group, needed) in enumerate(zip(groups, needed_outputs(groups, region))):
         desc, inputs, outputs, space = describe(group, f"tpg_{group.kind}_r{region.id}_k{gi}", needed)
         shapes = [tuple(node_meta(o).shape) for o in outputs]
         steps.append(Step(KernelPlan(desc, space, shapes, cache=cache), inputs, outputs))
     return steps
+
+
+def needed_outputs(groups: List[Any], region: Any) -> List[set]:
+    """Per group, the nodes it must write: the region's outputs and every node a later
+    group (or a node outside the region) reads."""
+    node_group = {node: gi for gi, g in enumerate(groups) for node in g.nodes}
+    needed = []
+    for gi, group in enumerate(groups):
+        want = set(region.outputs)
+        for node in group.nodes:
+            if any(node_group.get(u, -1) != gi for u in node.users):
+                want.add(node)
+        needed.append(want)
+    return needed
