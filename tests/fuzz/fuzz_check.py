@@ -23,7 +23,10 @@ from fuzz_program import Program, build_function, repro_source
 
 #: Relative tolerance per dtype, scaled by the output's largest finite magnitude (fusion
 #: reassociates sums and keeps float16 / bfloat16 intermediates in float32, as Inductor does).
-RTOL = {"float64": 1e-9, "float32": 1e-4, "float16": 1e-2, "bfloat16": 6e-2}
+#: float64 results (TensorPlay's ``python_float ** tensor``) are always computed from float32 or
+#: narrower data (the generator makes no float64 input): one float32 ulp of an operand shows
+#: up amplified there, so they get float32's tolerance.
+RTOL = {"float64": 1e-4, "float32": 1e-4, "float16": 1e-2, "bfloat16": 6e-2}
 #: Result dtypes compared with a tolerance: the generated ones, and float64, which TensorPlay's
 #: ``python_float ** tensor`` promotes to.
 RESULT_FLOATS = FLOATS + ("float64",)
@@ -70,9 +73,10 @@ def compare(want: Any, got: Any, level: int, lowp: bool) -> Optional[str]:
     name = dtype_name(want)
     if name in RESULT_FLOATS:
         scale = max(1.0, float(np.max(np.abs(e[np.isfinite(e)]), initial=0.0)))
-        # A reduction over 16-bit values may round its partial sums differently from eager
-        # (one 16-bit ulp of the mean shifts every element of a float32 result after it).
-        rtol = max(RTOL[name], RTOL["float16"]) if lowp and level >= 2 else RTOL[name]
+        # A 16-bit intermediate (a reduction's result, a fused op kept in float32) may round
+        # differently from eager's: one 16-bit ulp of a float16 mean shifts every element of a
+        # float32 result computed from it (seed 2019705).
+        rtol = max(RTOL[name], RTOL["float16"]) if lowp and level >= 1 else RTOL[name]
         tol = rtol * scale
         with np.errstate(invalid="ignore"):
             close = (np.abs(e - g) <= tol) | (np.isnan(e) & np.isnan(g)) | (e == g)
