@@ -16,24 +16,13 @@ Comparisons, logical ops and integer results carry no gradient and need no rule.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict
+from typing import Any
 
-from . import _REGISTRY
-from .emit import OPAQUE, NotDifferentiable, reduced_dims
+from .emit import NotDifferentiable, reduced_dims
+from .vjp_registry import attach, rule
 
 LN2 = math.log(2.0)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-_RULES: Dict[str, Callable[..., Any]] = {}
-
-
-def rule(*names: str) -> Callable:
-    def register(fn: Callable) -> Callable:
-        for name in names:
-            _RULES[name] = fn
-        return fn
-    return register
-
-
 def _is_node(value: Any) -> bool:
     return hasattr(value, "meta") and hasattr(value, "users")
 
@@ -346,58 +335,7 @@ def _addmm(e, g, out, c, a, b, beta=1, alpha=1):
     return {"c": g if beta == 1 else e.mul(g, beta), "a": ga, "b": gb}
 
 
-# ----------------------------------------------------------------------------- views
-
-@rule("reshape", "view", "unsqueeze", "squeeze", "flatten")
-def _reshape(e, g, out, a, **_):
-    return {"a": e.reshape(g, e.shape(a))}
-
-
-@rule("permute")
-def _permute(e, g, out, a, dims):
-    n = len(dims)
-    inverse = [0] * n
-    for i, d in enumerate(dims):
-        inverse[d % n] = i
-    return {"a": e.permute(g, tuple(inverse))}
-
-
-@rule("transpose")
-def _transpose(e, g, out, a, dim0, dim1):
-    return {"a": e.transpose(g, dim0, dim1)}
-
-
-@rule("expand", "contiguous")
-def _passthrough(e, g, out, a, **_):
-    return {"a": g}  # the caller sums an expanded gradient back to the input's shape
-
-
-@rule("getitem")
-def _getitem(e, g, out, a, index):
-    from ..training.slices import full_index
-    if full_index(index, e.shape(a)):
-        return {"a": g}  # ``x[:, 0:]``: all of x, no scatter
-    return {"a": e.slice_backward(g, e.shape(a), index)}
-
-
-# ----------------------------------------------------------------------------- opaque kinds
-
-@rule("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
-def _dropout(e, g, out, a, p=0.5, training=True, inplace=False):
-    return {"a": g} if not training or p == 0 else OPAQUE
-
-
-@rule("conv1d", "conv2d", "conv3d", "batch_norm")
-def _framework_backward(e, g, out, **_):
-    return OPAQUE  # the framework's own convolution / batch-norm backward kernels
-
-
-def attach() -> None:
-    """Set ``vjp`` on every registered prim that has a rule here."""
-    for name, fn in _RULES.items():
-        prim = _REGISTRY.get(name)
-        if prim is not None and prim.vjp is None:
-            prim.vjp = fn
+from . import vjps_views  # noqa: E402,F401 - registers the view and opaque-kind rules
 
 
 attach()
