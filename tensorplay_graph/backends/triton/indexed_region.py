@@ -21,7 +21,7 @@ from ..base import node_framework
 from .codegen_indexed import IndexedKernel, index_map, out_strides_for
 from .launcher import SpecializedLaunch
 from .layout import Layout
-from .plan import OperandError, interpreting, next_pow2, operand_mover
+from .plan import OperandError, interpreting, next_pow2, operand_key, operand_mover
 
 Shape = Tuple[int, ...]
 
@@ -95,11 +95,7 @@ class IndexedPlan:
                                  {"BLOCK_SIZE": block}, 4)
 
     def __call__(self, *tensors: Any) -> List[Any]:
-        try:
-            key = tuple([(t.shape, t.stride(), t.device, not t.data_ptr() & 15) for t in tensors])
-        except RuntimeError as exc:
-            raise OperandError(f"triton backend: kernel {self.desc.name} was given a tensor "
-                               f"without storage ({exc})") from exc
+        key = operand_key(tensors, self.desc.name)
         entry = self._specs.get(key)
         if entry is None:
             move = operand_mover(tensors)

@@ -258,11 +258,7 @@ class KernelPlan:
         return SpecializedLaunch(fn, source, layout, (rows,), {"BLOCK_N": block_n}, warps)
 
     def __call__(self, *tensors: Any) -> List[Any]:
-        try:
-            key = tuple([(t.shape, t.stride(), t.device, not t.data_ptr() & 15) for t in tensors])
-        except RuntimeError as exc:  # batched / fake tensors have no data pointer
-            raise OperandError(f"triton backend: kernel {self.desc.name} was given a tensor "
-                               f"without storage ({exc})") from exc
+        key = operand_key(tensors, self.desc.name)
         entry = self._specs.get(key)
         if entry is None:
             move = operand_mover(tensors)
@@ -307,3 +303,13 @@ class KernelPlan:
             make = makers[0]
             return lambda ts: [make(ts)]
         return lambda ts: [make(ts) for make in makers]
+
+
+def operand_key(tensors: Sequence[Any], kernel: str) -> tuple:
+    """What a launch specializes on: each operand's shape, strides, device and 16-byte
+    alignment."""
+    try:
+        return tuple([(t.shape, t.stride(), t.device, not t.data_ptr() & 15) for t in tensors])
+    except RuntimeError as exc:  # batched / fake tensors have no data pointer
+        raise OperandError(f"triton backend: kernel {kernel} was given a tensor without "
+                           f"storage ({exc})") from exc
