@@ -41,6 +41,15 @@ ALLOWED = {
 }
 
 
+#: The bottom layers and the only parts each may import, at import time or inside a
+#: function: a call-time import reaching up (prims -> training) is a layering inversion the
+#: import-time cycle check cannot see.
+LAYERS = {
+    "ir": {"errors", "drawing"},  # drawing: GraphModule.draw renders lazily
+    "prims": {"errors", "frameworks", "ir"},
+}
+
+
 def _module_name(path: str) -> str:
     rel = os.path.relpath(path, os.path.dirname(ROOT))[:-3].replace(os.sep, ".")
     return rel[: -len(".__init__")] if rel.endswith(".__init__") else rel
@@ -195,6 +204,21 @@ def _part_path(part: str) -> str:
     return folder if os.path.isdir(folder) else folder + ".py"
 
 
+def layer_violations(modules) -> List[str]:
+    """``module line N: name`` for each import (at any time) of a bottom layer's module
+    that reaches a part outside what :data:`LAYERS` allows it."""
+    found = []
+    for module, path, tree in modules:
+        allowed = LAYERS.get(_part(module))
+        if allowed is None:
+            continue
+        for line, name in names(module, path, tree):
+            target = _part(name) if name.startswith(PACKAGE + ".") else ""
+            if target and target != _part(module) and target not in allowed:
+                found.append(f"{module} line {line}: {name}")
+    return found
+
+
 def _subpackages() -> Set[str]:
     return {entry for entry in os.listdir(ROOT)
             if os.path.isfile(os.path.join(ROOT, entry, "__init__.py"))}
@@ -224,6 +248,25 @@ def test_no_import_cycle_between_subpackages():
     assert nx.is_directed_acyclic_graph(graph), (
         "import cycles between subpackages: "
         + "; ".join(" -> ".join(cycle + cycle[:1]) for cycle in cycles))
+
+
+def test_bottom_layers_never_import_upward():
+    """prims and ir import nothing above them, not even inside a function (prims never
+    imports training, passes or backends)."""
+    found = layer_violations(_modules())
+    assert not found, ("these imports reach from a bottom layer up; move the shared helper "
+                       "down into prims / ir instead:\n" + "\n".join(found))
+
+
+def test_layer_check_sees_call_time_imports():
+    source = ("from .record import Prim\n"
+              "def rule(e):\n"
+              "    from ..training.slices import full_index\n"
+              "    from ..ir.meta import TensorMeta\n")
+    found = layer_violations([("tensorplay_graph.prims.x", "x.py", ast.parse(source))])
+    assert [hit.split(": ")[0] for hit in found] == ["tensorplay_graph.prims.x line 3"] * 2
+    assert {hit.split(": ")[1] for hit in found} == {"tensorplay_graph.training.slices",
+                                                     "tensorplay_graph.training.slices.full_index"}
 
 
 def test_checker_sees_every_way_of_naming_a_framework():

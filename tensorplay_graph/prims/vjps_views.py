@@ -7,6 +7,7 @@ for what a rule is.
 from __future__ import annotations
 
 from .emit import OPAQUE
+from .indexing import full_index
 from .vjp_registry import rule
 
 
@@ -38,7 +39,6 @@ def _passthrough(e, g, out, a, **_):
 
 @rule("getitem")
 def _getitem(e, g, out, a, index):
-    from ..training.slices import full_index
     if full_index(index, e.shape(a)):
         return {"a": g}  # ``x[:, 0:]``: all of x, no scatter
     return {"a": e.slice_backward(g, e.shape(a), index)}
