@@ -14,17 +14,29 @@
   max, the sum of ``exp(x - max)`` and the target's logit (picked by position) are three
   reductions over the row in registers. Eager raises for a target outside ``[0, C)``; the
   kernel cannot raise, so it gives NaN there.
+
+Two decompositions share :func:`plain_reduction` (which calls they take) and
+:func:`reduce_rows` (the mean / sum over the per-row losses, as eager's ``nll_loss``):
+``decompose`` (inference, above) and the joint graph's rewrite
+(:mod:`tensorplay_graph.training.functional`, when the logits need a gradient). They differ
+in the per-row part, for a reason: ``cross_entropy_rows`` is one reduction whose result
+does not expose ``logsumexp`` (and which has no VJP: its gradient would recompute the row
+statistics, one more pass over the logits), while training writes
+``logsumexp(x) - x[target]`` as plain prims so the min-cut saves the two row statistics
+and the backward is one pointwise pass over ``x``, and splits a row longer than one Triton
+row kernel (GPT-2's 50257 classes) into two reduction levels, which one reduction prim
+over the class dim cannot express.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from ..errors import ShapeError
 from ..frameworks import adapter_for
 from ..ir.meta import TensorMeta
 from . import register
-from .emit import OPAQUE
+from .emit import OPAQUE, Emitter
 from .lowering import RowBuilder
 from .record import Prim
 from .rules import category, require_floating, require_meta
@@ -48,6 +60,39 @@ def legacy_reduction(size_average: Any, reduce: Any, reduction: str) -> str:
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
     return "none" if not reduce else ("mean" if size_average else "sum")
+
+
+def plain_reduction(args: Dict[str, Any]) -> Optional[str]:
+    """The reduction (``"none"`` / ``"mean"`` / ``"sum"``) of a ``cross_entropy`` call, from
+    its canonical arguments, when it has the form both decompositions take -- integer
+    class-index targets, no ``weight``, no label smoothing, an int ``ignore_index`` -- else
+    None (probability targets, class weights, smoothing: the framework's call stays)."""
+    a, target = Emitter.meta(args.get("a")), Emitter.meta(args.get("target"))
+    ignore = args.get("ignore_index", -100)
+    if a is None or target is None or args.get("weight") is not None \
+            or args.get("label_smoothing") not in (0, 0.0) \
+            or not target.dtype.startswith(("int", "uint")) \
+            or isinstance(ignore, bool) or not isinstance(ignore, int):
+        return None
+    mode = legacy_reduction(args.get("size_average"), args.get("reduce"),
+                            args.get("reduction", "mean"))
+    return mode if mode in ("none", "mean", "sum") else None
+
+
+def reduce_rows(e: Emitter, rows: Any, valid: Any, mode: str) -> Any:
+    """The loss from per-row losses ``rows`` (0 at ignored targets), as eager's ``nll_loss``
+    reduces them: ``"none"`` keeps them; ``"sum"`` adds them in float32 (float64 for
+    float64 rows); ``"mean"`` divides that sum by the sum of ``valid`` (the mask of targets
+    that are not ``ignore_index``: all ignored gives 0 / 0 = NaN, as eager). The result is
+    cast back to the rows' dtype."""
+    if mode == "none":
+        return rows
+    dtype = e.dtype(rows)
+    acc = "float64" if dtype == "float64" else "float32"
+    total = e.sum(rows, None, False, acc if acc != dtype else None)
+    if mode == "mean":
+        total = e.div(total, e.sum(valid))
+    return e.to_dtype(total, dtype)
 
 
 def class_dim(ndim: int) -> int:

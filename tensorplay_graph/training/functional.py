@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..ir.meta import TensorMeta
 from ..ir.node import Node
+from ..prims.losses import plain_reduction, reduce_rows
 from .attention import ATTENTION, attention_vjp, rewrite_attention
 
 __all__ = ["simplify", "vjp_rule"]
@@ -66,7 +67,7 @@ def simplify(jgm: Any, framework: str) -> None:
     for node in list(graph.nodes):
         if _same_device_move(node):
             _replace(node, node.args[0])
-        elif framework == "torch" and _torch_function(node, "cross_entropy"):
+        elif framework == "torch" and _prim_name(node) == "cross_entropy":
             _cross_entropy(jgm, node)
         elif framework == "torch" and _torch_function(node, "scaled_dot_product_attention"):
             rewrite_attention(node, _replace)
@@ -98,19 +99,24 @@ def _same_device_move(node: Node) -> bool:
         not any(u.op == "output" for u in node.users)
 
 
+def _prim_name(node: Node) -> Optional[str]:
+    prim = node.meta.get("prim")
+    return None if prim is None else prim.name
+
+
 def _cross_entropy(jgm: Any, node: Node) -> None:
+    """The ``cross_entropy`` prim as ``logsumexp(x) - x[target]`` in plain prims, for 2-d
+    float32 / float64 logits; why this is not ``decompose``'s ``cross_entropy_rows``:
+    ``prims/losses.py``. Both take the same calls (``plain_reduction``) and reduce the rows
+    the same way (``reduce_rows``)."""
     import torch
     from ..prims.emit import Emitter
-    args = _bind(torch.nn.functional.cross_entropy, node)
-    if args is None:
-        return
-    x, target = args["input"], args["target"]
+    args = node.meta["prim_args"]
+    mode = plain_reduction(args)
+    x, target = args["a"], args["target"]
     xm, tm = _meta(x), _meta(target)
-    if (xm is None or tm is None or len(xm.shape) != 2 or tm.shape != xm.shape[:1]
-            or xm.dtype not in ("float32", "float64") or tm.dtype not in ("int64", "int32")
-            or args["weight"] is not None or args["size_average"] is not None
-            or args["reduce"] is not None or args["label_smoothing"] != 0.0
-            or args["reduction"] not in ("mean", "sum", "none")):
+    if (mode is None or len(xm.shape) != 2 or tm.shape != xm.shape[:1]
+            or xm.dtype not in ("float32", "float64") or tm.dtype not in ("int64", "int32")):
         return
     graph = jgm.graph
     name = f"_iota_{xm.shape[1]}_{xm.device.replace(':', '_')}"
@@ -141,12 +147,9 @@ def _cross_entropy(jgm: Any, node: Node) -> None:
             lse, picked = e.reshape(lse, (rows[0], 1)), e.reshape(picked, (rows[0], 1))
         valid = e.cast(e.unsqueeze(e.ne(target, args["ignore_index"]), 1), xm.dtype)
         losses = e.mul(e.sub(lse, picked), valid)
-        if args["reduction"] == "none":
-            out = e.reshape(losses, xm.shape[:1])
-        elif args["reduction"] == "sum":
-            out = e.sum(losses)
-        else:
-            out = e.div(e.sum(losses), e.sum(valid))
+        # (n, 1) losses: "none" reshapes them; a reshape before the sum would split its kernel
+        out = e.reshape(losses, xm.shape[:1]) if mode == "none" else \
+            reduce_rows(e, losses, valid, mode)
     _replace(node, out)
 
 
