@@ -21,7 +21,7 @@ import torch
 import tensorplay_graph as tpg
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from models_gpu import steady_ms  # noqa: E402
+from bench_modes import steady_ms  # noqa: E402
 
 
 class Lines(logging.Handler):

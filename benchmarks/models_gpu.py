@@ -13,24 +13,23 @@ GPT-2 (6 layers, 768 wide, batch 8x512), Llama (4 layers, 2048 hidden, 4x512), B
 device; ``ours`` takes cuBLAS unless a measurement is cached; rows list the choices). ``ms_holding_result``: steady ms while the caller keeps the
 previous result (``out = model(x)`` in a loop). Each row: ok / error, the max error
 against eager relative to eager's largest magnitude, first-call seconds and steady ms (median of
-CUDA-event timings). Rows print as JSON lines and go to <out>/models_gpu.json.
+CUDA-event timings). Rows print as JSON lines and go to <out>/models_gpu.json. The loop over
+modes, the timing and the ratios are ``bench_modes.py``, shared with ``training_gpu.py``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import tempfile
-import time
-import traceback
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_modes import (parser, ratios, run_meta, run_modes, steady_ms, timed_call,  # noqa: E402
+                         use_cache_root, write_rows)
 
 #: TPG_BENCH_CACHE: one cache root for every compiler, so a second process starts warm
-_TMP = os.environ.get("TPG_BENCH_CACHE") or tempfile.mkdtemp(prefix="tpg_models_")
-for _var, _sub in (("TRITON_CACHE_DIR", "triton"), ("TPG_CACHE_DIR", "tpg"),
-                   ("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TILELANG_CACHE_DIR", "tilelang")):
-    os.environ.setdefault(_var, os.path.join(_TMP, _sub))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+use_cache_root("tpg_models_", os.environ.get("TPG_BENCH_CACHE"))
 
 import torch  # noqa: E402
 
@@ -93,72 +92,29 @@ def entry_points(model):
     }
 
 
-def steady_ms(fn, args, reps=30, hold=False):
-    """Median ms of one call; ``hold``: the previous call's result stays alive (``out = f(x)``
-    in a loop), which makes CUDA-graph runners copy their outputs."""
-    out = None
-    for _ in range(3):
-        if hold:
-            out = fn(*args)
-        else:
-            fn(*args)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        if hold:
-            out = fn(*args)
-        else:
-            fn(*args)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    del out
-    return sorted(times)[len(times) // 2]
-
-
 def run_model(name, modes, results):
     torch.manual_seed(0)
     model, args = MODELS[name]()
     model = model.to("cuda", BF).eval()
     args = tuple(a.to("cuda", BF) if a.is_floating_point() else a.to("cuda") for a in args)
+
+    def measure(fn, row):
+        out, row["first_call_s"] = timed_call(
+            lambda: first_tensor(_first_call(fn, args, f"{name}/{row['mode']}")).float())
+        row["max_rel_err"] = float((out - ref).abs().max().item() / scale)
+        row["ok"] = bool(out.shape == ref.shape and row["max_rel_err"] <= TOLERANCE)
+        del out
+        row["ms"] = round(steady_ms(fn, args), 3)
+        if row["mode"].startswith("ours") or row["mode"] == "inductor_reduce_overhead":
+            row["ms_holding_result"] = round(steady_ms(fn, args, hold=True), 3)
+        if row["mode"].startswith("ours"):
+            _describe(fn, args, row)
+
     with torch.no_grad():
         ref = first_tensor(model(*args)).float()
         scale = ref.abs().max().item()
-        for mode, make in entry_points(model).items():
-            if mode not in modes:
-                continue
-            row = {"model": name, "mode": mode}
-            try:
-                torch._dynamo.reset()
-                fn = make()
-                torch.cuda.synchronize()
-                start = time.perf_counter()
-                out = first_tensor(_first_call(fn, args, f"{name}/{mode}")).float()
-                torch.cuda.synchronize()
-                row["first_call_s"] = round(time.perf_counter() - start, 2)
-                row["max_rel_err"] = float((out - ref).abs().max().item() / scale)
-                row["ok"] = bool(out.shape == ref.shape and row["max_rel_err"] <= TOLERANCE)
-                del out
-                row["ms"] = round(steady_ms(fn, args), 3)
-                if mode.startswith("ours") or mode == "inductor_reduce_overhead":
-                    row["ms_holding_result"] = round(steady_ms(fn, args, hold=True), 3)
-                if mode.startswith("ours"):
-                    _describe(fn, args, row)
-            except Exception as exc:  # a row, not the end of the run
-                row["ok"] = False
-                row["error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
-                row["where"] = traceback.format_exc().splitlines()[-6:-1]
-            results.append(row)
-            print(json.dumps(row), flush=True)
-    base = {r["mode"]: r for r in results if r["model"] == name and "ms" in r}
-    for r in results:
-        if r["model"] == name and "ms" in r:
-            if "eager" in base:
-                r["speedup_vs_eager"] = round(base["eager"]["ms"] / r["ms"], 3)
-            if "inductor" in base:
-                r["speedup_vs_inductor"] = round(base["inductor"]["ms"] / r["ms"], 3)
+        run_modes(name, entry_points(model), modes, measure, results)
+    ratios(results, name, {"eager": "speedup_vs_eager", "inductor": "speedup_vs_inductor"})
     del model
     torch.cuda.empty_cache()
 
@@ -170,7 +126,6 @@ def _first_call(fn, args, label):
     import cProfile
     import io
     import pstats
-    import sys
     prof = cProfile.Profile()
     out = prof.runcall(fn, *args)
     torch.cuda.synchronize()
@@ -194,15 +149,10 @@ def _describe(fn, args, row):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default="out")
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--modes", default="eager,inductor,ours_dynamo,ours")
-    args = parser.parse_args()
+    args = parser(MODELS, "eager,inductor,ours_dynamo,ours").parse_args()
     os.makedirs(args.out, exist_ok=True)
     results = []
-    meta = {"date": time.strftime("%Y-%m-%d"), "device": torch.cuda.get_device_name(),
-            "torch": torch.__version__}
+    meta = run_meta()
     try:
         import transformers
         meta["transformers"] = transformers.__version__
@@ -211,8 +161,7 @@ def main():
     print(json.dumps(meta), flush=True)
     for name in args.models.split(","):
         run_model(name, set(args.modes.split(",")), results)
-        with open(os.path.join(args.out, "models_gpu.json"), "w") as handle:
-            json.dump({"meta": meta, "rows": results}, handle, indent=1)
+        write_rows(args.out, "models_gpu.json", meta, results)
 
 
 if __name__ == "__main__":

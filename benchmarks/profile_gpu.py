@@ -18,7 +18,8 @@ import torch
 import tensorplay_graph as tpg
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from models_gpu import MODELS, first_tensor, steady_ms  # noqa: E402
+from bench_modes import steady_ms  # noqa: E402
+from models_gpu import MODELS, first_tensor  # noqa: E402
 
 
 def main():

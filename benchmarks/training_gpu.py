@@ -10,25 +10,22 @@ joint graph from the prims' VJP rules; forward and backward replayed through CUD
 safe), ``ours_nographs`` (the same with ``options={"cuda_graphs": False}``). Each row: the loss and the worst parameter gradient
 against eager (relative to that gradient's largest magnitude), first step seconds, steady ms
 (median of CUDA-event timings) and the peak ``torch.cuda.max_memory_allocated`` of one step.
-Rows print as JSON lines and go to <out>/training_gpu.json after every row.
+Rows print as JSON lines and go to <out>/training_gpu.json after every row (the loop over modes:
+``bench_modes.py``, shared with ``models_gpu.py``).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
-import tempfile
-import time
-import traceback
 
-_TMP = tempfile.mkdtemp(prefix="tpg_training_")
-for _var, _sub in (("TRITON_CACHE_DIR", "triton"), ("TPG_CACHE_DIR", "tpg"),
-                   ("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TILELANG_CACHE_DIR", "tilelang")):
-    os.environ.setdefault(_var, os.path.join(_TMP, _sub))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_modes import (median_ms, parser, ratios, run_meta, run_modes, timed_call,  # noqa: E402
+                         use_cache_root, write_rows)
+
+use_cache_root("tpg_training_")
 
 import torch  # noqa: E402
 
@@ -48,6 +45,8 @@ def _tiny(name):
     cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=1,
                                    num_attention_heads=4, num_key_value_heads=4, vocab_size=500)
     return transformers.LlamaForCausalLM(cfg), (torch.randint(0, 500, (2, 16)),)
+
+
 #: worst relative gradient error accepted for a bf16 model (eager vs compiled)
 TOLERANCE = 5e-2
 
@@ -75,25 +74,6 @@ def grads(model):
             if p.grad is not None}
 
 
-def steady_ms(fn, model, ids, reps=20):
-    for _ in range(3):
-        step(fn, model, ids)
-    if DEVICE == "cpu":
-        start = time.perf_counter()
-        step(fn, model, ids)
-        return (time.perf_counter() - start) * 1e3
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step(fn, model, ids)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
-
-
 def peak_bytes(fn, model, ids):
     if DEVICE == "cpu":
         return 0
@@ -112,74 +92,52 @@ def run_model(name, modes, results, out_dir, meta):
     ids = args[0].to(DEVICE)
     ref_loss = float(step(model, model, ids))
     ref = grads(model)
-    for mode, make in entry_points(model).items():
-        if mode not in modes:
-            continue
-        row = {"model": name, "mode": mode}
-        try:
-            torch._dynamo.reset()
-            fn = make()
-            _sync()
-            start = time.perf_counter()
-            loss = float(step(fn, model, ids))
-            _sync()
-            row["first_step_s"] = round(time.perf_counter() - start, 2)
-            got = grads(model)
-            row["loss_err"] = abs(loss - ref_loss) / max(abs(ref_loss), 1e-6)
-            row["grad_rel_err"] = max(
-                float((got[n] - g).abs().max() / max(g.abs().max().item(), 1e-12))
-                if n in got else float("inf") for n, g in ref.items())
-            row["ok"] = bool(row["grad_rel_err"] <= TOLERANCE and row["loss_err"] <= 1e-2)
-            row["ms"] = round(steady_ms(fn, model, ids), 3)
-            row["peak_gb"] = round(peak_bytes(fn, model, ids) / 2**30, 3)
-            explain = getattr(fn, "explain", None)
-            if explain is not None:
-                row["explain"] = "\n".join(
-                    line for line in explain().splitlines()  # no region / barrier lists
-                    if "barrier" not in line and not line.strip().startswith("["))[:3000]
-        except Exception as exc:  # a row, not the end of the run
-            row["ok"] = False
-            row["error"] = f"{type(exc).__name__}: {str(exc)[:600]}"
-            row["where"] = traceback.format_exc().splitlines()[-8:-1]
-        results.append(row)
-        print(json.dumps(row), flush=True)
+
+    def measure(fn, row):
+        loss, row["first_step_s"] = timed_call(lambda: float(step(fn, model, ids)), DEVICE)
+        got = grads(model)
+        row["loss_err"] = abs(loss - ref_loss) / max(abs(ref_loss), 1e-6)
+        row["grad_rel_err"] = max(
+            float((got[n] - g).abs().max() / max(g.abs().max().item(), 1e-12))
+            if n in got else float("inf") for n, g in ref.items())
+        row["ok"] = bool(row["grad_rel_err"] <= TOLERANCE and row["loss_err"] <= 1e-2)
+        row["ms"] = round(median_ms(lambda: step(fn, model, ids), reps=20, device=DEVICE), 3)
+        row["peak_gb"] = round(peak_bytes(fn, model, ids) / 2**30, 3)
+        explain = getattr(fn, "explain", None)
+        if explain is not None:
+            row["explain"] = "\n".join(
+                line for line in explain().splitlines()  # no region / barrier lists
+                if "barrier" not in line and not line.strip().startswith("["))[:3000]
+
+    def after_row(row):
         _ratios(results, name)
-        with open(os.path.join(out_dir, "training_gpu.json"), "w") as handle:
-            json.dump({"meta": meta, "rows": results}, handle, indent=1)
+        write_rows(out_dir, "training_gpu.json", meta, results)
+
+    run_modes(name, entry_points(model), modes, measure, results,
+              error_chars=600, trace_lines=7, after_row=after_row)
     del model
     if DEVICE == "cuda":
         torch.cuda.empty_cache()
 
 
-def _sync():
-    if DEVICE == "cuda":
-        torch.cuda.synchronize()
-
-
 def _ratios(results, name):
-    base = {r["mode"]: r for r in results if r["model"] == name and "ms" in r}
+    base = ratios(results, name, {"inductor": "speed_vs_inductor", "eager": "speed_vs_eager"})
+    if "inductor" not in base:
+        return
     for r in results:
-        if r["model"] == name and "ms" in r and "inductor" in base:
-            r["speed_vs_inductor"] = round(base["inductor"]["ms"] / r["ms"], 3)
+        if r["model"] == name and "ms" in r:
             r["peak_vs_inductor"] = round(r["peak_gb"] / max(base["inductor"]["peak_gb"], 1e-9), 3)
-        if r["model"] == name and "ms" in r and "eager" in base:
-            r["speed_vs_eager"] = round(base["eager"]["ms"] / r["ms"], 3)
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default="out")
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--modes", default="eager,inductor,ours;ours_dynamo",
-                        help="phases separated by ';': every model runs a phase before the next")
-    parser.add_argument("--smoke", action="store_true", help="tiny models on the CPU")
-    args = parser.parse_args()
+    cli = parser(MODELS, "eager,inductor,ours;ours_dynamo",
+                 "phases separated by ';': every model runs a phase before the next")
+    cli.add_argument("--smoke", action="store_true", help="tiny models on the CPU")
+    args = cli.parse_args()
     global DEVICE
     DEVICE = "cpu" if args.smoke else "cuda"
     os.makedirs(args.out, exist_ok=True)
-    meta = {"date": time.strftime("%Y-%m-%d"),
-            "device": torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu",
-            "torch": torch.__version__}
+    meta = run_meta(DEVICE)
     print(json.dumps(meta), flush=True)
     results = []
     for phase in args.modes.split(";"):
