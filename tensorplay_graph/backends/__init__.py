@@ -7,8 +7,7 @@ True
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..lazy import lazy_exports
 
 _EXPORTS = {
     "Backend": "base", "Region": "base", "Kernel": "base",
@@ -16,14 +15,4 @@ _EXPORTS = {
     "available_backends": "registry", "resolve_backends": "registry",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __dir__() -> list:
-    return list(__all__)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -5,8 +5,7 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..lazy import lazy_exports
 
 # Pass functions share their module's name (``passes.lower`` is the module once
 # imported), so import them from their modules: ``from ...passes.lower import lower``.
@@ -16,14 +15,4 @@ _EXPORTS = {
     "plan_graph": "pipeline", "build_passes": "pipeline", "PASS_NAMES": "pipeline",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __dir__() -> list:
-    return list(__all__)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
