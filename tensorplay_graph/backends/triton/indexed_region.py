@@ -21,7 +21,7 @@ from ..base import node_framework
 from .codegen_indexed import IndexedKernel, index_map, out_strides_for
 from .launcher import SpecializedLaunch
 from .layout import Layout
-from .plan import OperandError, interpreting, next_pow2, operand_key, operand_mover
+from .plan import OperandError, interpreting, next_pow2, specialization
 
 Shape = Tuple[int, ...]
 
@@ -95,15 +95,7 @@ class IndexedPlan:
                                  {"BLOCK_SIZE": block}, 4)
 
     def __call__(self, *tensors: Any) -> List[Any]:
-        key = operand_key(tensors, self.desc.name)
-        entry = self._specs.get(key)
-        if entry is None:
-            move = operand_mover(tensors)
-            moved = move(tensors) if move is not None else tensors
-            entry = self._specs[key] = (self._specialize(moved), move)
-        spec, move = entry
-        if move is not None:
-            tensors = move(tensors)
+        spec, tensors = specialization(self._specs, tensors, self.desc.name, self._specialize)
         device = tensors[0].device
         outs = [self._empty(shape, strides, dtype=dtype, device=device)
                 for shape, strides, dtype in self._outs]

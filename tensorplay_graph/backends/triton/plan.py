@@ -201,7 +201,7 @@ class KernelPlan:
         self.space = space
         self.out_shapes = [tuple(s) for s in out_shapes]
         self.cache = cache or default_cache()
-        self._specs: Dict[tuple, Tuple[SpecializedLaunch, list]] = {}
+        self._specs: Dict[tuple, tuple] = {}
         self.sources: Dict[tuple, KernelSource] = {}
 
     def render(self, layout: Layout) -> KernelSource:
@@ -258,18 +258,14 @@ class KernelPlan:
         return SpecializedLaunch(fn, source, layout, (rows,), {"BLOCK_N": block_n}, warps)
 
     def __call__(self, *tensors: Any) -> List[Any]:
-        key = operand_key(tensors, self.desc.name)
-        entry = self._specs.get(key)
-        if entry is None:
-            move = operand_mover(tensors)
-            moved = move(tensors) if move is not None else tensors
-            entry = self._specs[key] = (self._specialize(moved), self._allocator(moved), move)
-        spec, allocate, move = entry
-        if move is not None:
-            tensors = move(tensors)
+        (spec, allocate), tensors = specialization(self._specs, tensors, self.desc.name,
+                                                   self._build)
         outs = allocate(tensors)
         spec.launch(tensors + tuple(outs))
         return outs
+
+    def _build(self, tensors: Sequence[Any]) -> Tuple[SpecializedLaunch, Callable]:
+        return self._specialize(tensors), self._allocator(tensors)
 
     def _allocator(self, tensors: Sequence[Any]) -> Callable[[Sequence[Any]], List[Any]]:
         """Output allocation for one specialization.
@@ -303,6 +299,22 @@ class KernelPlan:
             make = makers[0]
             return lambda ts: [make(ts)]
         return lambda ts: [make(ts) for make in makers]
+
+
+def specialization(specs: Dict[tuple, tuple], tensors: tuple, kernel: str,
+                   build: Callable[[Sequence[Any]], Any]) -> Tuple[Any, tuple]:
+    """What ``build`` made for operands like ``tensors`` (built the first time their
+    :func:`operand_key` is seen, kept in ``specs``), and ``tensors`` moved to the kernel's
+    device (:func:`operand_mover`)."""
+    key = operand_key(tensors, kernel)
+    entry = specs.get(key)
+    if entry is None:
+        move = operand_mover(tensors)
+        moved = tensors if move is None else move(tensors)
+        specs[key] = (build(moved), move)
+        return specs[key][0], moved
+    built, move = entry
+    return built, (tensors if move is None else move(tensors))
 
 
 def operand_key(tensors: Sequence[Any], kernel: str) -> tuple:
