@@ -9,7 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tensorplay_graph as tpg  # noqa: E402
-from tensorplay_graph.backends.triton.plan import OperandError, operand_mover  # noqa: E402
+from tensorplay_graph.backends.triton.plan import (OperandError, operand_mover,  # noqa: E402
+                                                   specialization)
 from tensorplay_graph.capture.importers import import_fx_graph  # noqa: E402
 from tensorplay_graph.compiler import torch_backend  # noqa: E402
 from tensorplay_graph.passes.normalize import normalize  # noqa: E402
@@ -128,3 +129,19 @@ def test_zero_dim_cpu_operand_next_to_another_device_is_a_scalar_operand():
     assert operand_mover((torch.randn(3), scalar)) is None  # same device: nothing to do
     with pytest.raises(OperandError, match="is on cpu but the kernel runs on meta"):
         operand_mover((big, torch.randn(3)))  # a 1-d CPU tensor is not a scalar operand
+
+
+def test_specialization_is_built_once_per_operand_key_and_operands_are_moved():
+    big, scalar = torch.empty(4, 8, device="meta"), torch.tensor(2.5)
+    specs, built = {}, []
+
+    def build(tensors):
+        built.append(tuple(t.device.type for t in tensors))
+        return len(built)
+
+    for _ in range(2):  # the second call hits the cache and still moves the scalar
+        spec, moved = specialization(specs, (big, scalar), "k", build)
+        assert spec == 1 and moved[0] is big and moved[1].device.type == "meta"
+    assert built == [("meta", "meta")]
+    spec, moved = specialization(specs, (big[:2], scalar), "k", build)  # another shape
+    assert spec == 2 and len(specs) == 2
