@@ -18,6 +18,7 @@ from ..errors import ShapeError
 from ..ir.meta import TensorMeta, contiguous_strides
 from . import _REGISTRY, register
 from .lowering import IndexMap, Source
+from .indexing import index_items
 from .record import Prim
 from .rules import require_meta, result_type, wrap_dim
 from .views import view_strides
@@ -124,13 +125,7 @@ def _split(coords: Sequence[str], outs: Sequence[int], ins: Sequence[int]) -> Li
 
 
 def _getitem(coords, out_shape, a, index) -> List[Source]:
-    items = list(index) if isinstance(index, tuple) else [index]
-    consumed = sum(1 for it in items if it is not None and it is not Ellipsis)
-    if Ellipsis in items:
-        at = items.index(Ellipsis)
-        items[at:at + 1] = [slice(None)] * (a.ndim - consumed)
-    else:
-        items += [slice(None)] * (a.ndim - consumed)
+    items = index_items(index, a.ndim)
     out, inner, d = iter(coords), [], 0
     for it in items:
         if it is None:

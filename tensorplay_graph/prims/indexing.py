@@ -1,6 +1,7 @@
 """Basic-slice indexes: which dims a ``x[index]`` narrows, and whether it narrows at all.
 
-Shared by the ``getitem`` VJP rule (a slice that keeps everything passes its gradient
+``index_items`` is the index as one item per dim, for ``getitem``'s meta rule and index
+map. The rest is shared by the ``getitem`` VJP rule (a slice that keeps everything passes its gradient
 through) and by the joint builder's slice-gradient folding (:mod:`..training.slices`);
 it lives in ``prims`` because prims never import the training layer above them.
 
@@ -10,27 +11,39 @@ it lives in ``prims`` because prims never import the training layer above them.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
-__all__ = ["basic_slices", "full_index", "narrowed"]
+from ..errors import ShapeError
+
+__all__ = ["basic_slices", "full_index", "index_items", "narrowed"]
+
+
+def index_items(index: Any, ndim: int) -> List[Any]:
+    """A basic index (ints, slices, None, one ``...``) of an ``ndim``-d tensor as one item per
+    dim, plus its ``None`` items: ``...`` expanded and missing trailing dims as ``:``.
+    Raises ``ShapeError`` for several ellipses or more indexed dims than ``ndim``."""
+    items = list(index) if isinstance(index, tuple) else [index]
+    consumed = sum(1 for it in items if it is not None and it is not Ellipsis)
+    if items.count(Ellipsis) > 1 or consumed > ndim:
+        raise ShapeError(f"getitem: index {index!r} is invalid for a {ndim}-d tensor")
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        items[at:at + 1] = [slice(None)] * (ndim - consumed)
+    else:
+        items += [slice(None)] * (ndim - consumed)
+    return items
 
 
 def basic_slices(index: Any, rank: int) -> Optional[Tuple[slice, ...]]:
-    """``index`` as one slice per dim, or None when it is not basic slicing (ints, None,
+    """``index`` as one slice per dim, or None when it is not slicing alone (ints, None,
     tensors, several ellipses)."""
     items = index if isinstance(index, tuple) else (index,)
-    if sum(1 for i in items if i is Ellipsis) > 1 or \
-            any(not isinstance(i, slice) and i is not Ellipsis for i in items):
+    if any(not isinstance(i, slice) and i is not Ellipsis for i in items):
         return None
-    if Ellipsis in items:
-        at = items.index(Ellipsis)
-        fill = rank - (len(items) - 1)
-        if fill < 0:
-            return None
-        items = items[:at] + (slice(None),) * fill + items[at + 1:]
-    if len(items) > rank:
+    try:
+        return tuple(index_items(index, rank))
+    except ShapeError:
         return None
-    return tuple(items) + (slice(None),) * (rank - len(items))
 
 
 def narrowed(index: Any, shape: Sequence[int]) -> Optional[Tuple[int, ...]]:

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..errors import ShapeError
 from ..ir.meta import TensorMeta, contiguous_strides
 from . import register
+from .indexing import index_items
 from .record import Prim
 from .rules import require_meta, wrap_dim
 
@@ -152,15 +153,7 @@ def contiguous_meta(a):
 def getitem_meta(a, index):
     """Basic indexing: ints drop a dim, slices narrow it, None inserts one, ... fills."""
     a = require_meta(a, "getitem", "a")
-    items = list(index) if isinstance(index, tuple) else [index]
-    consumed = sum(1 for it in items if it is not None and it is not Ellipsis)
-    if items.count(Ellipsis) > 1 or consumed > a.ndim:
-        raise ShapeError(f"getitem: index {index!r} is invalid for a {a.ndim}-d tensor")
-    if Ellipsis in items:
-        at = items.index(Ellipsis)
-        items[at:at + 1] = [slice(None)] * (a.ndim - consumed)
-    else:
-        items += [slice(None)] * (a.ndim - consumed)
+    items = index_items(index, a.ndim)
     sizes, strides, d = [], [], 0
     for it in items:
         if it is None:
