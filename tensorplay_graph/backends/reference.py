@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, Iterable, Optional
 import numpy as np
 
 from ..frameworks import adapter_for, framework_of
-from ..ir.meta import FLOATING_DTYPES, INTEGER_DTYPES, TensorMeta
+from ..ir.meta import FLOATING_DTYPES, INTEGER_DTYPES, TensorMeta, tensor_meta_of
 from ..ir.node import map_arg
 from ..prims.reference_math import opmath
 from ..prims.rules import framework_rules, is_scalar, result_type, scalar_out_of_range
@@ -187,18 +187,13 @@ def region_framework(region: Region) -> str:
     return graph_framework(graph) if graph is not None else "torch"
 
 
-def _meta(value: Any) -> Optional[TensorMeta]:
-    meta = value.meta.get("tensor_meta") if hasattr(value, "meta") else None
-    return meta if isinstance(meta, TensorMeta) else None
-
-
 def _common_dtype(node, prim, framework: str) -> str:
     """The dtype a pointwise node's operands are converted to before computing."""
     out = node.meta["tensor_meta"].dtype
     if prim.compute != "promoted":
         return out
     args = node.meta["prim_args"]
-    operands = [_meta(v) or v for k, v in args.items() if k in _operands()]
+    operands = [tensor_meta_of(v) or v for k, v in args.items() if k in _operands()]
     return result_type(*[o for o in operands if isinstance(o, TensorMeta) or is_scalar(o)],
                        framework=framework)
 
@@ -221,7 +216,7 @@ def _convert(name: str, raw: Any, text: Any, common: str, prim, framework: str) 
         common in ("float16", "bfloat16")
     if is_scalar(raw):
         return f"_scalar({raw!r}, {None if opmath_second else common!r}, {work!r})"
-    meta = _meta(raw)
+    meta = tensor_meta_of(raw)
     if meta is None:
         return text
     if opmath_second and meta.ndim == 0 and meta.dtype in SUPPORTED_DTYPES:

@@ -141,3 +141,11 @@ class TensorMeta:
     def __str__(self) -> str:
         dims = "x".join(str(s) for s in self.shape) or "scalar"
         return f"{self.dtype}[{dims}]"
+
+
+def tensor_meta_of(value: Any) -> Optional[TensorMeta]:
+    """The ``TensorMeta`` a graph node carries (``node.meta["tensor_meta"]``), or None for
+    constants, tuple-valued nodes and nodes shape_prop could not describe."""
+    meta = getattr(value, "meta", None)
+    found = meta.get("tensor_meta") if isinstance(meta, dict) else None
+    return found if isinstance(found, TensorMeta) else None

@@ -36,7 +36,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..frameworks import adapter_for
 from ..ir.effects import mutated_nodes
-from ..ir.meta import TensorMeta
+from ..ir.meta import TensorMeta, tensor_meta_of
 from .eager_layout import to_eager_layout
 
 log = logging.getLogger(__name__)
@@ -144,11 +144,6 @@ def layout_note(module: Any) -> Optional[str]:
     return None
 
 
-def _meta(node: Any) -> Optional[TensorMeta]:
-    meta = node.meta.get("tensor_meta")
-    return meta if isinstance(meta, TensorMeta) else None
-
-
 def _nhwc_worthy(meta: Optional[TensorMeta]) -> bool:
     """A 4-d value whose channels_last layout differs from the row-major one."""
     return meta is not None and meta.ndim == 4 and meta.shape[1] > 1 and \
@@ -161,7 +156,7 @@ def _is_conv(node: Any) -> bool:
         return False
     args = node.meta.get("prim_args", {})
     a, w = args.get("a"), args.get("weight")
-    return all(hasattr(v, "meta") and _meta(v) is not None and _meta(v).ndim == 4 for v in (a, w))
+    return all(hasattr(v, "meta") and tensor_meta_of(v) is not None and tensor_meta_of(v).ndim == 4 for v in (a, w))
 
 
 def decide(graph: Any, mode: Optional[bool]) -> Tuple[bool, str]:
@@ -181,7 +176,7 @@ def decide(graph: Any, mode: Optional[bool]) -> Tuple[bool, str]:
                        f"not see the write)")
     if mode is True:
         return True, f"channels_last (forced): {len(convs)} convolution(s)"
-    metas = [_meta(n) for n in convs]
+    metas = [tensor_meta_of(n) for n in convs]
     off = next((m for m in metas if m.device_type != "cuda" or m.dtype not in CONV_DTYPES), None)
     if off is not None:
         return False, (f"off: a convolution runs on {off.device} in {off.dtype} (on by default "
@@ -213,7 +208,7 @@ def _members(graph: Any) -> set:
     """The values computed in channels_last: conv outputs and what follows them."""
     members: set = set()
     for node in graph.nodes:
-        meta = _meta(node)
+        meta = tensor_meta_of(node)
         if not _nhwc_worthy(meta) or node.op not in ("call_function", "call_method"):
             continue
         prim = node.meta.get("prim")
@@ -226,7 +221,7 @@ def _members(graph: Any) -> set:
             if args.get("a") in members:
                 members.add(node)
         elif prim.kind == "pointwise":
-            if any(v in members and _meta(v).shape == meta.shape for v in args.values()
+            if any(v in members and tensor_meta_of(v).shape == meta.shape for v in args.values()
                    if hasattr(v, "meta")):
                 members.add(node)
     return members
@@ -244,7 +239,7 @@ def channels_last(gm: Any, mode: Optional[bool] = None) -> Any:
         log.debug("channels_last: %s", why)
         return gm
     members = _members(graph)
-    eager_meta = {node: _meta(node) for node in members}
+    eager_meta = {node: tensor_meta_of(node) for node in members}
     for node in members:
         node.meta["tensor_meta"] = eager_meta[node].with_(
             stride=channels_last_strides(eager_meta[node].shape))
@@ -270,7 +265,7 @@ def _enter(graph: Any, conv: Any, entered: Dict[Any, Any]) -> None:
     args = conv.meta["prim_args"]
     for key in ("a", "weight"):
         value = args[key]
-        if key == "a" and _meta(value).stride == channels_last_strides(_meta(value).shape):
+        if key == "a" and tensor_meta_of(value).stride == channels_last_strides(tensor_meta_of(value).shape):
             continue
         if value not in entered:
             state = key == "weight" and value.op in ("get_attr", "placeholder")
@@ -279,7 +274,7 @@ def _enter(graph: Any, conv: Any, entered: Dict[Any, Any]) -> None:
             with graph.inserting_after(value):
                 target = ChannelsLastWeight() if state else to_channels_last
                 new = graph.call_function(target, (value,), name=f"{value.name}_nhwc")
-            meta = _meta(value)
+            meta = tensor_meta_of(value)
             new.meta["tensor_meta"] = meta.with_(stride=channels_last_strides(meta.shape))
             new.meta["stack"] = value.meta.get("stack")
             entered[value] = new

@@ -15,10 +15,10 @@ from __future__ import annotations
 import functools
 import importlib
 import operator
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Sequence, Tuple
 
 from .. import prims
-from ..ir.meta import TensorMeta
+from ..ir.meta import TensorMeta, tensor_meta_of
 from ..ir.node import Node
 from .rules import framework_rules
 
@@ -59,13 +59,8 @@ class Emitter:
         self.F = _module(framework, ".nn.functional")
 
     # -- reading -----------------------------------------------------------------------
-    @staticmethod
-    def meta(value: Any) -> Optional[TensorMeta]:
-        """The TensorMeta of a node (``None`` for scalars and non-tensor nodes)."""
-        if isinstance(value, Node):
-            meta = value.meta.get("tensor_meta")
-            return meta if isinstance(meta, TensorMeta) else None
-        return None
+    #: The TensorMeta of a node (``None`` for scalars and non-tensor nodes).
+    meta = staticmethod(tensor_meta_of)
 
     def shape(self, value: Any) -> Tuple[int, ...]:
         meta = self.meta(value)

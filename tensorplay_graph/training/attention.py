@@ -20,7 +20,7 @@ import logging
 import operator
 from typing import Any, Dict, Optional, Tuple
 
-from ..ir.meta import TensorMeta
+from ..ir.meta import TensorMeta, tensor_meta_of
 from ..ir.node import Node
 
 log = logging.getLogger("tensorplay_graph.compile")
@@ -125,11 +125,6 @@ def _dense(meta: TensorMeta) -> bool:
     return meta.stride is not None and len(meta.shape) == 4
 
 
-def _meta(value: Any) -> Optional[TensorMeta]:
-    meta = value.meta.get("tensor_meta") if isinstance(value, Node) else None
-    return meta if isinstance(meta, TensorMeta) else None
-
-
 def rewrite_attention(node: Node, replace: Any) -> None:
     """Replace an SDPA call by the verified fused forward op (see module docstring)."""
     import torch
@@ -141,7 +136,7 @@ def rewrite_attention(node: Node, replace: Any) -> None:
     if set(params) - set(_PARAMS) or params.get("attn_mask") is not None or \
             params.get("dropout_p", 0.0) != 0.0 or params.get("enable_gqa", False):
         return
-    metas = tuple(_meta(params.get(name)) for name in _PARAMS[:3])
+    metas = tuple(tensor_meta_of(params.get(name)) for name in _PARAMS[:3])
     if any(m is None for m in metas) or len({(m.dtype, m.device) for m in metas}) != 1:
         return
     causal, scale = bool(params.get("is_causal", False)), params.get("scale")
@@ -200,7 +195,7 @@ def attention_vjp(e: Any, grad: Any, parts: Optional[Dict[int, Any]], node: Node
     args, kwargs = variant.bwd_args(parts[0], q, k, v, outs, causal, scale)
     graph = e.graph
     backward = graph.call_function(variant.backward, args, kwargs)
-    metas = tuple(TensorMeta(_meta(x).shape, _meta(x).dtype, _meta(x).device) for x in (q, k, v))
+    metas = tuple(TensorMeta(tensor_meta_of(x).shape, tensor_meta_of(x).dtype, tensor_meta_of(x).device) for x in (q, k, v))
     backward.meta["tensor_meta"] = metas + ((None,) if name == "efficient" else ())
     found = {}
     for i, source in enumerate((q, k, v)):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..ir.meta import TensorMeta
+from ..ir.meta import TensorMeta, tensor_meta_of
 from ..ir.node import Node
 from ..prims.losses import plain_reduction, reduce_rows
 from .attention import ATTENTION, attention_vjp, rewrite_attention
@@ -33,11 +33,6 @@ __all__ = ["simplify", "vjp_rule"]
 
 #: ``node.meta`` key: the value carries no gradient (a row maximum subtracted for stability).
 STOP_GRADIENT = "stop_gradient"
-
-
-def _meta(value: Any) -> Optional[TensorMeta]:
-    meta = value.meta.get("tensor_meta") if isinstance(value, Node) else None
-    return meta if isinstance(meta, TensorMeta) else None
 
 
 def _bind(fn: Callable, node: Node) -> Optional[Dict[str, Any]]:
@@ -88,7 +83,7 @@ def _same_device_move(node: Node) -> bool:
     """``x.to(device)`` / ``x.to(device=...)`` onto the device ``x`` is on: ``x`` itself."""
     if node.op != "call_method" or node.target != "to" or node.meta.get("prim") is not None:
         return False
-    source, out = _meta(node.args[0] if node.args else None), _meta(node)
+    source, out = tensor_meta_of(node.args[0] if node.args else None), tensor_meta_of(node)
     if source is None or out is None or len(node.args) > 2 or \
             set(node.kwargs) - {"device", "non_blocking"}:
         return False
@@ -114,7 +109,7 @@ def _cross_entropy(jgm: Any, node: Node) -> None:
     args = node.meta["prim_args"]
     mode = plain_reduction(args)
     x, target = args["a"], args["target"]
-    xm, tm = _meta(x), _meta(target)
+    xm, tm = tensor_meta_of(x), tensor_meta_of(target)
     if (mode is None or len(xm.shape) != 2 or tm.shape != xm.shape[:1]
             or xm.dtype not in ("float32", "float64") or tm.dtype not in ("int64", "int32")):
         return
@@ -158,7 +153,7 @@ def _prim_input(x: Any, names: Tuple[str, ...]) -> Optional[Node]:
     if prim is None or prim.name not in names:
         return None
     source = x.meta.get("prim_args", {}).get("a")
-    return source if _meta(source) is not None else None
+    return source if tensor_meta_of(source) is not None else None
 
 
 def _upcast_source(e: Any, x: Node) -> Optional[Node]:
@@ -166,9 +161,9 @@ def _upcast_source(e: Any, x: Node) -> Optional[Node]:
     ``y.float().view(...)``), or None."""
     viewed = _prim_input(x, ("view", "reshape"))
     source = _prim_input(viewed if viewed is not None else x, ("cast",))
-    if source is None or _meta(source).dtype not in ("float16", "bfloat16"):
+    if source is None or tensor_meta_of(source).dtype not in ("float16", "bfloat16"):
         return None
-    return source if viewed is None else e.reshape(source, _meta(x).shape)
+    return source if viewed is None else e.reshape(source, tensor_meta_of(x).shape)
 
 
 def _max_row() -> int:
@@ -215,7 +210,7 @@ def vjp_rule(node: Node, framework: str) -> Optional[Callable[..., Dict[Node, An
         return _split_rule
     if node.op == "call_function" and getattr(node.target, "__name__", "") in ("cat", "concat") \
             and str(getattr(node.target, "__module__", "")).split(".")[0] in ("torch", "tensorplay") \
-            and _meta(node) is not None and node.args and isinstance(node.args[0], (list, tuple)):
+            and tensor_meta_of(node) is not None and node.args and isinstance(node.args[0], (list, tuple)):
         return _cat_rule
     if framework == "torch" and _torch_function(node, "embedding"):
         return _embedding_rule
@@ -236,10 +231,10 @@ def _split_rule(e: Any, grad: Any, parts: Optional[Dict[int, Any]], node: Node,
     if not isinstance(metas, tuple) or parts is None or len(parts) != len(metas) or \
             any(parts.get(i) is None for i in range(len(metas))):
         return None  # a piece without a gradient would need zeros: stays opaque
-    rank = len(_meta(source).shape)
+    rank = len(tensor_meta_of(source).shape)
     dim = _dim(node, 2) % rank
     pieces = [e.to_dtype(parts[i], metas[i].dtype) for i in range(len(metas))]
-    return {source: emit_cat(e, pieces, dim, _meta(source))}
+    return {source: emit_cat(e, pieces, dim, tensor_meta_of(source))}
 
 
 def emit_cat(e: Any, pieces: list, dim: int, meta: TensorMeta) -> Node:
@@ -251,11 +246,11 @@ def emit_cat(e: Any, pieces: list, dim: int, meta: TensorMeta) -> Node:
 
 def _cat_rule(e: Any, grad: Any, parts: Any, node: Node, needs: set) -> Any:
     inputs = list(node.args[0])
-    out = _meta(node)
+    out = tensor_meta_of(node)
     dim = _dim(node, 1) % len(out.shape)
     found, start = {}, 0
     for value in inputs:
-        meta = _meta(value)
+        meta = tensor_meta_of(value)
         if meta is None:
             return None
         if len(meta.shape) != len(out.shape):  # torch's legacy empty 1-D operand
@@ -282,14 +277,14 @@ def _embedding_rule(e: Any, grad: Any, parts: Any, node: Node, needs: set) -> An
     weight, indices = args["weight"], args["input"]
     if weight not in needs:
         return {}  # integer indices carry no gradient
-    meta = _meta(weight)
-    if meta is None or not isinstance(indices, Node) or _meta(grad) is None:
+    meta = tensor_meta_of(weight)
+    if meta is None or not isinstance(indices, Node) or tensor_meta_of(grad) is None:
         return None
     padding = args["padding_idx"]
     padding = -1 if padding is None else padding % meta.shape[0]
     out = e.graph.call_function(torch.ops.aten.embedding_dense_backward.default,
                                 (grad, indices, meta.shape[0], padding,
                                  bool(args["scale_grad_by_freq"])))
-    out.meta["tensor_meta"] = TensorMeta(meta.shape, _meta(grad).dtype, meta.device)
+    out.meta["tensor_meta"] = TensorMeta(meta.shape, tensor_meta_of(grad).dtype, meta.device)
     return {weight: out}
 
