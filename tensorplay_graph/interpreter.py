@@ -164,18 +164,13 @@ class MetaRecorder(Interpreter):
 
 def _record_meta(node: Node, value: Any) -> None:
     from .passes.shape_prop import meta_of_value
+    from .passes.shape_prop_data import is_plain_value
 
     meta = meta_of_value(value)
     if meta is not None:
         node.meta["tensor_meta"] = meta
-    elif _plain(value):
+    elif is_plain_value(value):
         node.meta["val"] = value
-
-
-def _plain(value: Any) -> bool:
-    if isinstance(value, (tuple, list)):
-        return all(_plain(v) for v in value)
-    return isinstance(value, (bool, int, float, str))
 
 
 def run_recording_metas(module: Any, args: Tuple[Any, ...]) -> Any:

@@ -20,7 +20,7 @@ from ..ir.node import Node, map_aggregate, map_arg
 from .normalize import graph_framework
 from .shape_prop import SymbolicPropagator, _is_symbolic, _record, _symbolic_meta, meta_of_value
 
-__all__ = ["KnownMetaPropagator", "unknown_metas"]
+__all__ = ["KnownMetaPropagator", "is_plain_value", "unknown_metas"]
 
 
 class _Hole:  # not a tuple: getitem and map_aggregate must not look inside
@@ -47,9 +47,10 @@ def _layout(meta: Any) -> Any:
     return tuple(_layout(m) for m in meta) if isinstance(meta, tuple) else meta
 
 
-def _plain(value: Any) -> bool:
+def is_plain_value(value: Any) -> bool:
+    """A Python scalar / string, or a tuple / list of them (kept as ``node.meta["val"]``)."""
     if isinstance(value, (tuple, list)):
-        return all(_plain(v) for v in value)
+        return all(is_plain_value(v) for v in value)
     return isinstance(value, (bool, int, float, str))
 
 
@@ -135,7 +136,7 @@ class KnownMetaPropagator(SymbolicPropagator):
                     m if m is not None else _Hole(frozenset({node})) for m in meta)
                 continue
             if node.op in ("call_function", "call_method") and self.trusted and \
-                    _plain(node.meta.get("val")):  # an importer's recorded int / bool
+                    is_plain_value(node.meta.get("val")):  # an importer's recorded int / bool
                 self.env[node] = node.meta["val"]
                 continue
             try:
