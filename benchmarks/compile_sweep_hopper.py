@@ -189,12 +189,14 @@ def main():
     parser.add_argument("--cells", default="zoo,gpu,train")
     parser.add_argument("--only", default="", help="substring a cell name must contain")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--misaligned", action="store_true",
+                        help="also launch every region with inputs off 16-byte alignment")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         raise SystemExit("unset TRITON_INTERPRET: the sweep runs Triton's real compiler")
     from tensorplay_graph.backends.triton.compile_sweep import HopperSweep
-    sweep, rows, start = HopperSweep(), [], time.perf_counter()
+    sweep, rows, start = HopperSweep(misaligned=args.misaligned), [], time.perf_counter()
     for name, build in cells(args.cells.split(",")):
         if args.only in name:
             rows.append(run_cell(sweep, name, build))
@@ -205,7 +207,8 @@ def main():
                "regions": sweep.regions, "launches": sweep.compiler.launches,
                "kernels_compiled": len(sweep.records), "failures": len(sweep.failures),
                "lowering_errors": len(sweep.lowering_errors),
-               "compile_s": round(compile_s, 1), "total_s": round(time.perf_counter() - start, 1),
+               "misaligned": args.misaligned, "compile_s": round(compile_s, 1),
+               "total_s": round(time.perf_counter() - start, 1),
                "torch": torch.__version__, "triton": __import__("triton").__version__}
     print(json.dumps(summary), flush=True)
     for record in sweep.failures:

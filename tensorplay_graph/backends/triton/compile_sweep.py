@@ -121,9 +121,11 @@ class HopperCompiler:
 class HopperSweep:
     """Plans programs for CUDA and compiles every Triton kernel of the plan for Hopper."""
 
-    def __init__(self, backends: Sequence[str] = ("triton", "tilelang"), gemm: str = "auto"
-                 ) -> None:
-        self.backends, self.gemm = list(backends), gemm
+    def __init__(self, backends: Sequence[str] = ("triton", "tilelang"), gemm: str = "auto",
+                 misaligned: bool = False) -> None:
+        """``misaligned``: also launch every region with its inputs one element off 16-byte
+        alignment (a view at an odd offset): the specialization without divisibility hints."""
+        self.backends, self.gemm, self.misaligned = list(backends), gemm, misaligned
         self.compiler = HopperCompiler()
         self.regions = 0
         self.lowering_errors: List[str] = []
@@ -151,22 +153,26 @@ class HopperSweep:
             for region, kernel in built:
                 self.regions += 1
                 self.compiler.where = f"{name}: region {region.id} ({', '.join(region.names)[:80]})"
-                values = [_example(v) for v in region.inputs]
-                kernel.fn(*values)
+                kernel.fn(*[_example(v) for v in region.inputs])
+                if self.misaligned:
+                    kernel.fn(*[_example(v, offset=1) for v in region.inputs])
         return report
 
 
-def _example(node: Any) -> Any:
+def _example(node: Any, offset: int = 0) -> Any:
     """A CPU tensor with ``node``'s planned shape, strides and dtype (contents unused: the
-    kernels compile, never run), or the value itself for a constant operand."""
+    kernels compile, never run), ``offset`` elements into its storage; or the value itself
+    for a constant operand."""
     from ...frameworks import adapter_for
     from ...ir.meta import TensorMeta
     meta = node.meta.get("tensor_meta") if hasattr(node, "meta") else None
     if not isinstance(meta, TensorMeta):
         return node
     torch = adapter_for("torch")
-    return torch.module.empty_strided(tuple(meta.shape), tuple(meta.stride),
-                                      dtype=torch.dtype(meta.dtype))
+    shape, stride = tuple(meta.shape), tuple(meta.stride)
+    extent = 1 + sum((n - 1) * st for n, st in zip(shape, stride)) if all(shape) else 0
+    base = torch.module.empty((extent + offset,), dtype=torch.dtype(meta.dtype))
+    return base.as_strided(shape, stride, offset)
 
 
 @contextlib.contextmanager
