@@ -21,6 +21,11 @@ capsule) is not seen: keep a Python reference, or turn graphs off. The graph's m
 (the program's intermediates and outputs) stays allocated while the compiled program lives,
 and one runner is not meant to be called from two threads at once.
 
+A capture first runs the program once more on its own stream with the capture's arguments
+(lazy work -- a new Triton specialization's compile and module load -- stays outside it) and
+captures in ``thread_local`` mode; a failed capture names the node, its kernels and the first
+CUDA error (:mod:`.cuda_graph_capture`) in the WARNING and in ``explain()``.
+
 >>> runner = wrap(lowered_module, example_inputs, option=None)          # doctest: +SKIP
 >>> runner.cuda_graphs                                                  # doctest: +SKIP
 'on: static shapes, every tensor on CUDA, no host syncs or host-side ops'
@@ -197,13 +202,10 @@ class TorchGraphs:
 
     @staticmethod
     def capture(fn: Callable[..., Any], args: Sequence[Any]) -> Tuple[Any, Any]:
-        """One run of ``fn`` on the capture's own stream and arguments, then the capture.
-
-        Why the extra run: whatever is lazy on first use -- a kernel specialization the
-        warm-up call did not see, a module load, a cuBLAS workspace kept per stream -- then
-        happens outside the capture, where it may allocate or synchronize. The capture is
-        ``thread_local``: another thread's CUDA calls (the autograd engine's caller, a data
-        loader) cannot invalidate it, only this thread's own."""
+        """A run of ``fn`` on the capture's own stream and arguments, then the capture: what
+        is lazy on first use (a new kernel specialization: Triton's module load, a per-stream
+        cuBLAS workspace) happens outside it. ``thread_local``: other threads' calls cannot
+        invalidate it."""
         torch = _torch()
         device = next(a.device for a in args if _is_cuda_tensor(a))
         with torch.cuda.device(device):  # the inputs' device, whichever is current
