@@ -16,7 +16,7 @@ from tensorplay_graph.backends import cuda_graphs  # noqa: E402
 from tensorplay_graph.backends.cuda_graph_capture import copy_into, private_copy  # noqa: E402
 from tensorplay_graph.backends.cuda_graphs import CudaGraphRunner, decide  # noqa: E402
 from tensorplay_graph.ir import Graph, GraphModule  # noqa: E402
-from tensorplay_graph.training.opaque import tape_backward  # noqa: E402
+from tensorplay_graph.training.opaque import OpaqueForward, Slot, tape_backward  # noqa: E402
 
 from test_cuda_graphs import CpuGraphs  # noqa: E402
 from test_training_functional import TinyLM, _data  # noqa: E402
@@ -34,7 +34,9 @@ def _one_call(target, method=False):
 
 
 @pytest.mark.parametrize("target, words", [
-    (tape_backward, "opaque op"), (torch.nonzero, "reads a result back"),
+    (tape_backward, "opaque op"),
+    (OpaqueForward("call_function", torch.relu, ((Slot(0),), {}), [0], "relu"), "opaque op"),
+    (torch.nonzero, "reads a result back"),
     (torch.ops.aten.nonzero.default, "reads a result back"),
     (torch.ops.aten._local_scalar_dense.default, "reads a result back")])
 def test_decide_refuses_tapes_and_syncing_functions(target, words):

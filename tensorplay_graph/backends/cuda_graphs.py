@@ -53,9 +53,6 @@ HOST_METHODS = frozenset({"item", "tolist", "cpu", "numpy", "__bool__", "__int__
 HOST_FUNCTIONS = frozenset({"nonzero", "argwhere", "masked_select", "unique", "_unique",
                             "_unique2", "unique_dim", "unique_consecutive",
                             "_local_scalar_dense", "item", "tolist", "bincount"})
-#: Opaque training nodes (``training.opaque``): they run the framework's own autograd -- a
-#: re-entrant backward whose ops run on the stream their forward used, not the capture's.
-TAPE_FUNCTIONS = frozenset({"tape_backward"})
 MAX_RECAPTURES = 2
 
 
@@ -93,6 +90,13 @@ def _function_name(target: Any) -> str:
     return str(name).split(".")[0]
 
 
+def _runs_framework_autograd(target: Any) -> bool:
+    """An opaque training node (``training.opaque``): it records or replays the framework's
+    own autograd, whose re-entrant backward runs each op on the stream its forward used."""
+    from ..training.opaque import OpaqueForward, tape_backward
+    return target is tape_backward or isinstance(target, OpaqueForward)
+
+
 def _node_reason(node: Any, forced: bool, device: str) -> Optional[str]:
     """Why ``node`` must not run inside a CUDA graph, or None."""
     from ..ir.effects import mutated_nodes, prim_effect
@@ -111,7 +115,7 @@ def _node_reason(node: Any, forced: bool, device: str) -> Optional[str]:
         name = _function_name(node.target)
         if name in HOST_FUNCTIONS:
             return f"{node.name} ({name}) reads a result back to the host to size its output"
-        if name in TAPE_FUNCTIONS or name.startswith("opaque_"):
+        if _runs_framework_autograd(node.target):
             return (f"{node.name} ({name}) runs the framework's autograd for an opaque op: its "
                     f"backward ops run on the stream the forward used, outside a capture")
     metas = node.meta.get("tensor_meta")
