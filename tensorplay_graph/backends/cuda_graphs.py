@@ -21,6 +21,11 @@ capsule) is not seen: keep a Python reference, or turn graphs off. The graph's m
 (the program's intermediates and outputs) stays allocated while the compiled program lives,
 and one runner is not meant to be called from two threads at once.
 
+A capture first runs the program once more on its own stream with the capture's arguments
+(lazy work -- a new Triton specialization's compile and module load -- stays outside it) and
+captures in ``thread_local`` mode; a failed capture names the node, its kernels and the first
+CUDA error (:mod:`.cuda_graph_capture`) in the WARNING and in ``explain()``.
+
 >>> runner = wrap(lowered_module, example_inputs, option=None)          # doctest: +SKIP
 >>> runner.cuda_graphs                                                  # doctest: +SKIP
 'on: static shapes, every tensor on CUDA, no host syncs or host-side ops'
@@ -30,9 +35,10 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..frameworks import adapter_for
+from .cuda_graph_capture import capture_failure, copy_into, private_copy
 
 log = logging.getLogger("tensorplay_graph.compile")
 hints = logging.getLogger("tensorplay_graph.perf_hints")
@@ -41,6 +47,12 @@ ON = "on: static shapes, every tensor on CUDA, no host syncs or host-side ops"
 #: Tensor methods that read device data on the host or make CPU tensors.
 HOST_METHODS = frozenset({"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__",
                           "__index__", "nonzero", "pin_memory"})
+#: Functions (torch.* / aten overloads, by name) whose CUDA implementation reads a result back
+#: to the host to size their output (torch 2.11: ``nonzero`` and the ops built on it,
+#: ``unique``'s output count, ``_local_scalar_dense`` = ``item()``): a sync inside a capture.
+HOST_FUNCTIONS = frozenset({"nonzero", "argwhere", "masked_select", "unique", "_unique",
+                            "_unique2", "unique_dim", "unique_consecutive",
+                            "_local_scalar_dense", "item", "tolist", "bincount"})
 MAX_RECAPTURES = 2
 
 
@@ -71,6 +83,20 @@ def _custom_op_name(target: Any) -> Optional[str]:
     return None
 
 
+def _function_name(target: Any) -> str:
+    """``nonzero`` for ``torch.nonzero`` and ``aten.nonzero.default``; a callable's name."""
+    packet = getattr(target, "_overloadpacket", None)
+    name = getattr(packet if packet is not None else target, "__name__", "")
+    return str(name).split(".")[0]
+
+
+def _runs_framework_autograd(target: Any) -> bool:
+    """An opaque training node (``training.opaque``): it records or replays the framework's
+    own autograd, whose re-entrant backward runs each op on the stream its forward used."""
+    from ..training.opaque import OpaqueForward, tape_backward
+    return target is tape_backward or isinstance(target, OpaqueForward)
+
+
 def _node_reason(node: Any, forced: bool, device: str) -> Optional[str]:
     """Why ``node`` must not run inside a CUDA graph, or None."""
     from ..ir.effects import mutated_nodes, prim_effect
@@ -85,6 +111,13 @@ def _node_reason(node: Any, forced: bool, device: str) -> Optional[str]:
         return f"{node.name} ({prim.name}) reads tensor data on the host"
     if node.op == "call_method" and node.target in HOST_METHODS:
         return f"{node.name} (Tensor.{node.target}) synchronizes with the host"
+    if node.op == "call_function":
+        name = _function_name(node.target)
+        if name in HOST_FUNCTIONS:
+            return f"{node.name} ({name}) reads a result back to the host to size its output"
+        if _runs_framework_autograd(node.target):
+            return (f"{node.name} ({name}) runs the framework's autograd for an opaque op: its "
+                    f"backward ops run on the stream the forward used, outside a capture")
     metas = node.meta.get("tensor_meta")
     for meta in metas if isinstance(metas, (tuple, list)) else [metas]:
         where = getattr(meta, "device_type", device)
@@ -173,11 +206,19 @@ class TorchGraphs:
 
     @staticmethod
     def capture(fn: Callable[..., Any], args: Sequence[Any]) -> Tuple[Any, Any]:
+        """A run of ``fn`` on the capture's own stream and arguments, then the capture: what
+        is lazy on first use (a new kernel specialization: Triton's module load, a per-stream
+        cuBLAS workspace) happens outside it. ``thread_local``: other threads' calls cannot
+        invalidate it."""
         torch = _torch()
         device = next(a.device for a in args if _is_cuda_tensor(a))
         with torch.cuda.device(device):  # the inputs' device, whichever is current
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                fn(*args)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
                 out = fn(*args)
         graph.tpg_device = device.index if device.index is not None else \
             torch.cuda.current_device()
@@ -247,6 +288,8 @@ class CudaGraphRunner:
         self._spec: Any = None
         self._baseline: List[Tuple[int, int]] = []
         self._copy_out = False
+        #: why the last capture failed: {"text", "node", "kernels", "error", "final"}
+        self.capture_failure: Optional[Dict[str, Any]] = None
         # Call-time caches the graph reads (channels_last conv weights): brought up to date
         # before each replay, since a replay runs none of the program's Python.
         graph = getattr(fn, "graph", None)
@@ -288,7 +331,7 @@ class CudaGraphRunner:
         for slot, buffer in self._private:
             value = args[slot]
             if value.data_ptr() != buffer.data_ptr():
-                buffer.copy_(value)
+                copy_into(buffer, value)
         self.ops.replay(self._graph)
         self.replays += 1
         return self._result()
@@ -307,13 +350,14 @@ class CudaGraphRunner:
             if self._warm_ptrs[slot] == value.data_ptr() and slot not in moved:
                 static.append((slot, value.data_ptr()))
             else:
-                buffer = value.clone()
+                buffer = private_copy(value)
                 private.append((slot, buffer))
                 capture_args[slot] = buffer
         try:
             graph, out = self.ops.capture(self.fn, capture_args)
         except Exception as exc:  # e.g. an op that synchronizes with the host
-            return self._off(args, f"capture failed ({type(exc).__name__}: {exc})", warn=True)
+            self.capture_failure = capture_failure(exc, self.fn)
+            return self._off(args, f"capture failed {self.capture_failure['text']}", warn=True)
         leaves: List[Any] = []
         spec = _flatten(out, leaves)
         del out  # the baseline below counts only the runner's own references
@@ -333,7 +377,7 @@ class CudaGraphRunner:
         log.info("cuda graphs: captured (%d input(s) read in place, %d copied in per call)",
                  len(static), len(private))
         for slot, buffer in private:
-            buffer.copy_(args[slot])
+            copy_into(buffer, args[slot])
         self.ops.replay(graph)
         self.replays += 1
         return self._result()

@@ -1,0 +1,156 @@
+"""CUDA-graph capture on the CPU: what is refused before capturing, the private input copies'
+layout, and a failed capture's diagnosis (node, kernels, first CUDA error) in the WARNING and
+in ``explain()`` -- with a CPU stand-in for the CUDA calls (``tests/test_cuda_graphs.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tensorplay_graph as tpg  # noqa: E402
+from tensorplay_graph.backends import cuda_graphs  # noqa: E402
+from tensorplay_graph.backends.cuda_graph_capture import copy_into, private_copy  # noqa: E402
+from tensorplay_graph.backends.cuda_graphs import CudaGraphRunner, decide  # noqa: E402
+from tensorplay_graph.ir import Graph, GraphModule  # noqa: E402
+from tensorplay_graph.training.opaque import OpaqueForward, Slot, tape_backward  # noqa: E402
+
+from test_cuda_graphs import CpuGraphs  # noqa: E402
+from test_training_functional import TinyLM, _data  # noqa: E402
+
+PREVIOUS = "CUDA error: operation failed due to a previous error during capture"
+NOT_PERMITTED = "CUDA error: operation not permitted when stream is capturing"
+
+
+def _one_call(target, method=False):
+    graph = Graph()
+    x = graph.placeholder("x")
+    out = graph.call_method(target, (x,)) if method else graph.call_function(target, (x,))
+    graph.output(out)
+    return GraphModule({}, graph)
+
+
+@pytest.mark.parametrize("target, words", [
+    (tape_backward, "opaque op"),
+    (OpaqueForward("call_function", torch.relu, ((Slot(0),), {}), [0], "relu"), "opaque op"),
+    (torch.nonzero, "reads a result back"),
+    (torch.ops.aten.nonzero.default, "reads a result back"),
+    (torch.ops.aten._local_scalar_dense.default, "reads a result back")])
+def test_decide_refuses_tapes_and_syncing_functions(target, words):
+    for forced in (None, True):  # not even when graphs are forced on
+        use, why = decide(_one_call(target), [torch.randn(4)], option=forced, device="cpu")
+        assert not use and words in why, why
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(6, 24)[:, 8:16].t(),          # a transposed slice: not dense
+    lambda: torch.randn(1, 8)[:, 1:].expand(3, 7),     # overlapping (stride 0), odd offset
+    lambda: torch.randn(5, 4)])
+def test_private_copies_keep_strides_offset_and_values(make):
+    value = make()
+    copy = private_copy(value)
+    assert copy.stride() == value.stride() and copy.storage_offset() == value.storage_offset()
+    assert copy.data_ptr() != value.data_ptr() and torch.equal(copy, value)
+    fresh = make()
+    copy_into(copy, fresh)
+    assert torch.equal(copy, fresh)
+
+
+def test_capture_reads_inputs_laid_out_as_the_caller_passed_them():
+    """An input that moves between calls is copied for the capture with its own strides:
+    the captured program sees the kernel specializations its warm-up compiled."""
+    seen = []
+
+    class Recording(CpuGraphs):
+        @staticmethod
+        def capture(fn, args):
+            seen.append([(a.stride(), a.storage_offset()) for a in args])
+            return CpuGraphs.capture(fn, args)
+
+    def program(x, w):
+        return (x * w).sum(0)
+
+    run = CudaGraphRunner(program, ops=Recording)
+    w = torch.randn(4)
+    calls = [torch.randn(6, 12)[1:5, 4:8] for _ in range(4)]  # fresh, strided storage each call
+    for x in calls:
+        torch.testing.assert_close(run(x, w), program(x, w))
+    assert run.captures == 1 and seen == [[(calls[1].stride(), calls[1].storage_offset()),
+                                           (w.stride(), w.storage_offset())]]
+
+
+class FailingCapture(CpuGraphs):
+    """A capture in which one kernel's launch fails (as a CUDA call refused while capturing
+    does), then ``capture_end`` fails with the error that ended the real H200 captures."""
+
+    @staticmethod
+    def capture(fn, args):
+        node = next(n for n in fn.graph.nodes if hasattr(n.target, "fn") and
+                    hasattr(n.target, "launch"))
+        kernel, launch = node.target, node.target.fn
+
+        def refused(*values):
+            raise RuntimeError(NOT_PERMITTED)
+
+        kernel.fn = refused
+        try:
+            try:
+                fn(*args)
+            finally:
+                kernel.fn = launch
+        except RuntimeError:
+            raise RuntimeError(PREVIOUS)  # chained: the first error is its __context__
+        raise AssertionError("the stand-in capture should have failed")
+
+
+@pytest.fixture
+def failing_graphs(monkeypatch):
+    decide_cpu = cuda_graphs.decide
+
+    class Runner(cuda_graphs.CudaGraphRunner):
+        def __init__(self, fn, reason=cuda_graphs.ON, ops=None):
+            super().__init__(fn, reason, ops=FailingCapture)
+
+    monkeypatch.setattr(cuda_graphs, "decide", lambda module, inputs, option=None,
+                        dynamic=False, device="cuda": decide_cpu(module, inputs, option, dynamic,
+                                                                 device="cpu"))
+    monkeypatch.setattr(cuda_graphs, "CudaGraphRunner", Runner)
+
+
+def _assert_diagnosed(text, records):
+    assert "capture failed at node" in text and "kernel" in text, text
+    assert "not permitted when stream is capturing" in text, text
+    assert "previous error during capture" in text, text
+    warnings = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert any("not permitted when stream is capturing" in m and "at node" in m
+               for m in warnings), warnings
+
+
+def test_failed_capture_names_node_kernel_and_first_error(failing_graphs, caplog):
+    def program(x, w):
+        return (x * w + 1.0).relu().sum(1)
+
+    compiled = tpg.compile(program, options={"backends": ["reference"]})
+    x, w = torch.randn(4, 8), torch.randn(8)
+    with caplog.at_level(logging.WARNING, logger="tensorplay_graph.compile"):
+        for _ in range(3):  # warm-up, failed capture, then without graphs
+            torch.testing.assert_close(compiled(x, w), program(x, w))
+    _assert_diagnosed(compiled.explain(), caplog.records)
+
+
+def test_failed_training_capture_shows_in_the_training_explain(failing_graphs, caplog):
+    torch.manual_seed(0)
+    model, (ids, labels) = TinyLM(), _data()
+    want = model(ids, labels)
+    compiled = tpg.compile(model, options={"backends": ["reference"]})
+    with caplog.at_level(logging.WARNING, logger="tensorplay_graph.compile"):
+        for _ in range(3):
+            loss = compiled(ids, labels)
+            torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-6)
+            loss.backward()
+    text = compiled.explain()
+    _assert_diagnosed(text, caplog.records)
+    assert text.count("cuda graphs off: capture failed at node") == 2, text
