@@ -93,20 +93,6 @@ def test_nan_constant_is_declined_with_reason():
 
 
 @pytest.mark.parametrize("prog", [
-    lambda x: 0 / (x < 1.5) + x,              # fuzz torch/tilelang seed 30: 0/0 folded to 0
-    lambda x: 0 * x + x,                      # 0 * inf folded to 0
-    lambda x: (lambda v: v - v + x)(x * 2),   # inf - inf folded to 0
-], ids=["zero_div_bool", "zero_mul", "self_sub"])
-def test_tir_float_folds_are_declined_and_match_eager(prog, monkeypatch):
-    """TIR's simplifier folds 0 / x, 0 * x and x - x to 0; eager gives NaN for inf / NaN / 0."""
-    monkeypatch.delenv("TPG_STRICT_LOWERING")
-    x = SPECIAL.repeat(N)
-    e = tpg.explain(prog, x, backend="tilelang", compile_kernels=False)
-    assert "TIR folds" in str(e.declined)
-    _same(tpg.compile(prog, backend="tilelang")(x), prog(x))
-
-
-@pytest.mark.parametrize("prog", [
     lambda x: ((x * 7e37 + 3e38) - 3e38) * 2,  # reassociated (eager: inf for x = 1.5)
     lambda x: ((x + 1e30) - 1e30) * 2,        # reassociated to x * 2 (eager: 0 for small x)
 ], ids=["overflow", "absorbed"])
