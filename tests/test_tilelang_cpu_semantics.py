@@ -215,3 +215,20 @@ def test_tensorplay_clamp_of_bool_is_declined_and_matches():
     assert any("clamp of a bool tensor" in str(reason) for reason in plan.barriers.values())
     for got, want in zip(tpg.compile(program, backend="tilelang")(x), program(x)):
         assert str(got.dtype) == str(want.dtype) and bool((got == want).all())
+
+
+def test_bool_compared_with_an_int_scalar_follows_each_frameworks_eager(monkeypatch):
+    """fuzz tensorplay/tilelang seed 5000368: TensorPlay's ``bool_x >= -1`` is ``bool_x >= True``
+    (torch's keeps -1). A graph of operators does not name its framework: declined, not guessed."""
+    tp = pytest.importorskip("tensorplay")
+    monkeypatch.delenv("TPG_STRICT_LOWERING")
+
+    def prog(x):
+        return ((x > 0) >= -1) * 2.0 + x - 1, ((x < 1) == 2) * 3.0 - x * 2
+
+    xt = SPECIAL.repeat(N)
+    for x, to_torch in ((xt, lambda t: t), (tp.from_dlpack(xt.clone()), torch.from_dlpack)):
+        e = tpg.explain(prog, x, backend="tilelang", compile_kernels=False)
+        assert "does not say which framework" in str(e.declined)
+        for got, want in zip(tpg.compile(prog, backend="tilelang")(x), prog(x)):
+            _same(to_torch(got), to_torch(want))

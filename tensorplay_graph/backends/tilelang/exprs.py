@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ...prims.rules import is_scalar, result_type
+from ..base import node_framework
 from .plan import is_node, tensor_meta
 
 #: Canonical argument names that are operands of the computation (others are attributes).
@@ -44,6 +46,9 @@ def unsupported_constant(node: Any, device: str = "cuda") -> Optional[str]:
             if key == "alpha" and float(value) == 0.0:
                 # spelled as a literal (the template prints it): TIR folds 0.0 * b to 0
                 return "alpha=0: TIR folds 0 * b to 0 (eager gives NaN for inf / NaN b)"
+    ambiguous = ambiguous_scalar(node)
+    if ambiguous:
+        return ambiguous
     prim, a, b = node.meta["prim"], args.get("a"), args.get("b")
     # TVM's arith simplifier folds x - x to 0 and x == x to true (eager: NaN for non-finite
     # x); the folded kernel also drops x from its signature. The C target binds each operand
@@ -58,10 +63,39 @@ def kind(node: Any) -> str:
     return "bool" if tensor_meta(node).dtype == "bool" else "float32"
 
 
+def computing_dtype(node: Any, framework: Optional[str] = None) -> str:
+    """The dtype eager converts ``node``'s operands to before computing (see ``Prim.compute``)."""
+    prim = node.meta["prim"]
+    if prim.compute != "promoted":
+        return tensor_meta(node).dtype
+    args = node.meta.get("prim_args") or {}
+    operands = [tensor_meta(v) if is_node(v) else v for k, v in args.items() if k in OPERANDS]
+    return result_type(*[o for o in operands if is_scalar(o) or hasattr(o, "dtype")],
+                       framework=framework or node_framework(node))
+
+
+def ambiguous_scalar(node: Any) -> Optional[str]:
+    """Why a comparison's scalar cannot be converted without knowing the framework, or None.
+
+    TensorPlay converts ``-1`` to True in ``bool_x >= -1``, torch keeps -1 (int64). A graph of
+    operators only does not say which framework it came from (the reference backend builds
+    both variants and picks by its inputs; one C build per framework would double the cost).
+    """
+    if node.meta["prim"].compute != "promoted":
+        return None
+    args = node.meta.get("prim_args") or {}
+    changed = [v for k, v in args.items() if k in OPERANDS and is_scalar(v) and float(v) not in (0.0, 1.0)]
+    if changed and (computing_dtype(node, "torch") == "bool") != (computing_dtype(node, "tensorplay") == "bool"):
+        return (f"{node.meta['prim'].name} of a bool tensor with {changed[0]!r}: TensorPlay compares with "
+                f"bool({changed[0]!r}), torch with {changed[0]!r}; the graph does not say which framework")
+    return None
+
+
 def _render(node: Any, kinds: Dict[Any, str], operand: Callable[[str, Any], str]) -> str:
     """``node``'s template over ``operand(key, value)`` texts, converted to what the prim reads."""
     prim = node.meta["prim"]
     args = node.meta.get("prim_args") or {}
+    scalars_as_bool = computing_dtype(node) == "bool"
     out: Dict[str, Any] = {}
     for key, value in args.items():
         if is_node(value):
@@ -72,6 +106,8 @@ def _render(node: Any, kinds: Dict[Any, str], operand: Callable[[str, Any], str]
                 text = f'T.Cast("float32", {text})'
             out[key] = text
         elif key in OPERANDS and isinstance(value, (int, float)) and not isinstance(value, bool):
+            if scalars_as_bool:  # eager converts the scalar first (TensorPlay: bool_x >= -1 is x >= True)
+                value = float(value != 0)
             out[key] = operand(key, value)
         else:
             out[key] = value
