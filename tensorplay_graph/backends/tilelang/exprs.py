@@ -84,7 +84,8 @@ def ambiguous_scalar(node: Any) -> Optional[str]:
     if node.meta["prim"].compute != "promoted":
         return None
     args = node.meta.get("prim_args") or {}
-    changed = [v for k, v in args.items() if k in OPERANDS and is_scalar(v) and float(v) not in (0.0, 1.0)]
+    changed = [v for k, v in args.items()
+               if k in OPERANDS and isinstance(v, (int, float)) and float(v) not in (0.0, 1.0)]
     if changed and (computing_dtype(node, "torch") == "bool") != (computing_dtype(node, "tensorplay") == "bool"):
         return (f"{node.meta['prim'].name} of a bool tensor with {changed[0]!r}: TensorPlay compares with "
                 f"bool({changed[0]!r}), torch with {changed[0]!r}; the graph does not say which framework")
@@ -105,7 +106,7 @@ def _render(node: Any, kinds: Dict[Any, str], operand: Callable[[str, Any], str]
             elif key in OPERANDS and have == "bool":
                 text = f'T.Cast("float32", {text})'
             out[key] = text
-        elif key in OPERANDS and isinstance(value, (int, float)) and not isinstance(value, bool):
+        elif key in OPERANDS and isinstance(value, (bool, int, float)):
             if scalars_as_bool:  # eager converts the scalar first (TensorPlay: bool_x >= -1 is x >= True)
                 value = float(value != 0)
             out[key] = operand(key, value)
@@ -137,7 +138,7 @@ def opaque_step(node: Any, names: Dict[Any, str], kinds: Dict[Any, str], prefix:
     TVM's simplifier rewrites float expressions like integer ones, wherever it can see
     values: ``0.0 * x`` and ``x - x`` fold to 0, ``(a + c) - c`` to ``a``. A variable bound
     to a load from a local buffer is opaque to it, and no two operands share one, so the
-    expression is computed as eager computes it. g++ then folds constants by IEEE rules.
+    expression is computed as eager computes it. The C compiler folds constants by IEEE rules.
     """
     binds: List[Tuple[str, str, bool]] = []
 
