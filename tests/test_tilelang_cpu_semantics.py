@@ -219,12 +219,13 @@ def test_tensorplay_clamp_of_bool_is_declined_and_matches():
 
 def test_bool_compared_with_an_int_scalar_follows_each_frameworks_eager(monkeypatch):
     """fuzz tensorplay/tilelang seed 5000368: TensorPlay's ``bool_x >= -1`` is ``bool_x >= True``
-    (torch's keeps -1). A graph of operators does not name its framework: declined, not guessed."""
+    (torch's keeps -1). A graph of operators does not name its framework: declined, not guessed.
+    Seed 5001312: TensorPlay's ``bool_x + -1`` is bool, computed as ``bool_x + True``."""
     tp = pytest.importorskip("tensorplay")
     monkeypatch.delenv("TPG_STRICT_LOWERING")
 
     def prog(x):
-        return ((x > 0) >= -1) * 2.0 + x - 1, ((x < 1) == 2) * 3.0 - x * 2
+        return ((x > 0) >= -1) * 2.0 + x - 1, ((x < 1) == 2) * 3.0 - x * 2, ((x > 0) + -1) * 2.0 - x
 
     xt = SPECIAL.repeat(N)
     for x, to_torch in ((xt, lambda t: t), (tp.from_dlpack(xt.clone()), torch.from_dlpack)):
