@@ -233,3 +233,23 @@ def test_bool_compared_with_an_int_scalar_follows_each_frameworks_eager(monkeypa
         assert "does not say which framework" in str(e.declined)
         for got, want in zip(tpg.compile(prog, backend="tilelang")(x), prog(x)):
             _same(to_torch(got), to_torch(want))
+
+
+def test_tensorplay_minimum_maximum_ties_keep_eagers_operand():
+    """fuzz tensorplay/tilelang seed 7000079: on 0.0 vs -0.0 TensorPlay's minimum keeps its
+    second operand and maximum its first (C's fmin / fmax pick either): signs of zero match."""
+    tp = pytest.importorskip("tensorplay")
+    zx = torch.tensor([0.0, -0.0, 0.0, -0.0, float("nan"), 1.0, -0.0, 2.0]).repeat(N)
+    zy = torch.tensor([-0.0, 0.0, 0.0, -0.0, 0.0, float("nan"), 3.0, -0.0]).repeat(N)
+
+    def prog(x, y):
+        a = tp.minimum(x, y)
+        c = tp.maximum(y, x)
+        return a, tp.maximum(a, x), c, tp.minimum(c, a)
+
+    x, y = tp.from_dlpack(zx.clone()), tp.from_dlpack(zy.clone())
+    gm = _compiled(prog, x, y)
+    for got, want in zip(gm(x, y), prog(x, y)):
+        got, want = torch.from_dlpack(got), torch.from_dlpack(want)
+        _same(got, want)
+        assert torch.equal(torch.signbit(got) | got.isnan(), torch.signbit(want) | want.isnan())

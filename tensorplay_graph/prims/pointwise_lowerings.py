@@ -234,8 +234,12 @@ def tl_keep(op: str):
 
 
 def tl_nan(fn: str):
-    def render(a, b):
-        return f"T.if_then_else(T.isnan({a}), {a}, T.if_then_else(T.isnan({b}), {b}, {fn}({a}, {b})))"
+    def render(a, b, framework="torch"):
+        pick = f"{fn}({a}, {b})"
+        if framework == "tensorplay":  # its tie rule (0.0 vs -0.0), as minimum_ref / maximum_ref
+            pick = (f"T.if_then_else({b} > {a}, {b}, {a})" if fn == "T.max"
+                    else f"T.if_then_else({a} < {b}, {a}, {b})")
+        return f"T.if_then_else(T.isnan({a}), {a}, T.if_then_else(T.isnan({b}), {b}, {pick}))"
     return render
 
 

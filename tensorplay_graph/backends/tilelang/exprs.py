@@ -112,7 +112,7 @@ def _render(node: Any, kinds: Dict[Any, str], operand: Callable[[str, Any], str]
             out[key] = operand(key, value)
         else:
             out[key] = value
-    expr = prim.render("tilelang", **out)
+    expr = prim.render("tilelang", framework=node_framework(node), **out)
     if kind(node) == "bool" and prim.compute == "result":
         # computed in float32 (arithmetic on bools: (x > 0) + (y > 0)); comparisons, logic and
         # casts (compute "promoted" / "none") yield a bool already
