@@ -121,7 +121,7 @@ class TileLangBackend:
     def _supports_pointwise(self, node: Any, prim: Any, meta: Any, device: str) -> Optional[str]:
         if "tilelang" not in prim.lowerings:
             return f"prim {prim.name!r} has no tilelang lowering template"
-        bad_constant = exprs.unsupported_constant(node) or record_declines(self.name, node)
+        bad_constant = exprs.unsupported_constant(node, device) or record_declines(self.name, node)
         if bad_constant:
             return bad_constant
         operands = planner.tensor_args(node)
@@ -259,12 +259,18 @@ class TileLangBackend:
             shape,
             tuple(PwInput(names[v], tuple(planner.tensor_meta(v).shape), planner.tensor_meta(v).dtype)
                   for v in inputs),
-            tuple(PwStep(names[n], exprs.step_expr(n, names, kinds, target), exprs.kind(n))
-                  for n in group.nodes),
+            tuple(self._pw_step(n, k, names, kinds, target) for k, n in enumerate(group.nodes)),
             tuple(PwOutput(names[o], planner.tensor_meta(o).dtype) for o in group.outputs),
             tuple(n.format_node() for n in group.nodes))
         kernel = compile_pointwise(desc, target)
         return ("pointwise", kernel, inputs, list(group.outputs), [shape] * len(group.outputs))
+
+    @staticmethod
+    def _pw_step(node: Any, k: int, names: Dict[Any, str], kinds: Dict[Any, str], target: str) -> PwStep:
+        if target == "c":  # operands opaque to TIR's simplifier (see exprs.opaque_step)
+            expr, operands = exprs.opaque_step(node, names, kinds, f"arg{k}")
+            return PwStep(names[node], expr, exprs.kind(node), operands)
+        return PwStep(names[node], exprs.step_expr(node, names, kinds, target), exprs.kind(node))
 
     def _kernel(self, region: Region, steps: list) -> Kernel:
         inputs, outputs = list(region.inputs), list(region.outputs)

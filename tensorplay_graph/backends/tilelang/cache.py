@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ...errors import LoweringError
 from .. import source_files
@@ -141,8 +141,10 @@ def _verified(lib: Path, record: Path, source_digest: str) -> bool:
         return False
 
 
-def build_shared_library(c_source: str, key: str, include_dirs: List[str], flags: List[str]) -> Path:
-    """Build ``c_source`` into ``<cache>/tl_<key>.so`` with the host C++ compiler (cached).
+def build_shared_library(c_source: str, key: str, include_dirs: List[str], flags: List[str],
+                         compiler: Optional[str] = None) -> Path:
+    """Build ``c_source`` into ``<cache>/tl_<key>.so`` with ``compiler`` (default: ``$CXX``, else
+    g++), cached.
 
     A cached library is used only if its record ``tl_<key>.so.json`` names this C
     source's digest and the file's own sha256 and size: a truncated, empty or foreign
@@ -150,13 +152,13 @@ def build_shared_library(c_source: str, key: str, include_dirs: List[str], flags
     """
     directory = cache_dir()
     lib, record = directory / f"tl_{key}.so", directory / f"tl_{key}.so.json"
-    source_digest = hashlib.sha256(("\0".join([c_source, *flags])).encode()).hexdigest()
+    compiler = compiler or os.environ.get("CXX", "g++")
+    source_digest = hashlib.sha256(("\0".join([c_source, compiler, *flags])).encode()).hexdigest()
     if lib.exists() and _verified(lib, record, source_digest):
         return lib
     if lib.exists():
         log.warning("tilelang cache entry %s does not match its checksum record; rebuilding", lib)
     src = write_atomic(directory / f"tl_{key}.cc", c_source)
-    compiler = os.environ.get("CXX", "g++")
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp_", suffix=".so")
     os.close(fd)
     cmd = [compiler, "-shared", "-fPIC", *flags, *(f"-I{d}" for d in include_dirs), "-o", tmp, str(src)]
@@ -165,7 +167,7 @@ def build_shared_library(c_source: str, key: str, include_dirs: List[str], flags
         if result.returncode != 0:
             raise LoweringError(f"tilelang backend: building the C kernel {src} failed "
                                 f"({' '.join(cmd)}):\n{result.stderr[-3000:]}\n"
-                                f"fix: set CXX to a working C++17 compiler")
+                                f"fix: set CXX (CC for plain C kernels) to a working compiler")
         meta = {"source_sha256": source_digest, "so_sha256": _sha256_file(Path(tmp)),
                 "size": os.path.getsize(tmp)}
         os.replace(tmp, lib)  # a rename: a process that mapped the old file keeps it intact

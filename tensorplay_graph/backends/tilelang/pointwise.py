@@ -9,7 +9,8 @@ block whose outer loop is parallelised with OpenMP.
 CPU builds: TileLang 0.1.15 builds ``target="c"`` kernels at ``-O0`` (its
 export path passes no flags on Linux), which made a fused 8-op chain slower
 than TensorPlay eager. So for ``"c"`` we take TileLang's lowered C source
-(``tilelang.lower``) and build it ourselves with ``-O3 -march=native -fopenmp``.
+(``tilelang.lower``) and build it ourselves with ``-O3 -march=native -fopenmp`` (see
+``cbuild``: as plain C when it is plain C, a fifth of the build time).
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ...errors import LoweringError
-from . import cache
+from . import cache, cbuild
 from .program import contiguous, empty, header, numel
 
-CPU_FLAGS = ["-O3", "-march=native", "-fopenmp", "-std=c++17", "-w"]
 GPU_BLOCK, GPU_THREADS = 1024, 256
 CPU_BLOCK = 4096
 
@@ -39,8 +39,11 @@ class PwInput:
 @dataclass(frozen=True)
 class PwStep:
     name: str
-    expr: str  # TileLang expression over input/step names
+    expr: str  # TileLang expression over ``{input/step name}_v`` and the operands' variables
     dtype: str = "float32"  # "float32" or "bool"
+    # (variable, source, is_constant): ``variable`` holds the value of input / step ``source``
+    # or the float32 constant ``source`` (C target; see exprs.opaque_step)
+    operands: Tuple[Tuple[str, str, bool], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,16 +99,14 @@ def render(desc: PointwiseDesc, target: str) -> str:
     else:
         lines += ["    with T.Kernel(T.ceildiv(numel, BLOCK), threads=1) as bx:",
                   "        for i in T.serial(BLOCK):"]
-    body = ["idx = bx * BLOCK + i"]
-    for p in desc.inputs:
-        body.append(f'{p.name}_v = T.Cast("float32", {p.name}[{_index_expr(p.shape, desc.shape)}])')
     if gpu:
+        body = ["idx = bx * BLOCK + i"]
+        body += [f'{p.name}_v = T.Cast("float32", {p.name}[{_index_expr(p.shape, desc.shape)}])'
+                 for p in desc.inputs]
         body += [f"{s.name}_v = {s.expr}" for s in desc.steps]
     else:
-        slots, allocs = _step_slots(desc.steps)
+        allocs, body = _c_body(desc)
         lines[-1:-1] = allocs  # inside the kernel, before the loop
-        for s in desc.steps:
-            body += [f"{slots[s.name]} = {s.expr}", f"{s.name}_v = {slots[s.name]}"]
     for k, o in enumerate(desc.outputs):
         body.append(f'out{k}[idx] = T.Cast("{o.dtype}", {o.name}_v)')
     indent = "            "
@@ -117,22 +118,51 @@ def render(desc: PointwiseDesc, target: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _step_slots(steps: Tuple[PwStep, ...]) -> Tuple[Dict[str, str], List[str]]:
-    """A local buffer slot per step of the C target (step name -> ``sf[k]`` / ``sb[k]``)
-    and the lines that allocate the buffers.
+def _c_body(desc: PointwiseDesc) -> Tuple[List[str], List[str]]:
+    """(lines before the loop, loop body) of the C target: every value in a local buffer slot.
 
-    Let-bound steps are inlined and TIR's simplifier then rewrites floats like integers:
-    ``(y * 3e38 + 3e38) - 3e38`` becomes ``y * 3e38`` (eager: inf). A value stored to a
-    buffer and loaded back is opaque to it, so every step is computed as written.
+    TVM's simplifier rewrites floats like integers wherever it sees through a value:
+    ``(y * 3e38 + 3e38) - 3e38`` becomes ``y * 3e38`` and ``0.0 * x`` becomes 0 (eager: inf,
+    NaN). Inputs, steps and constants are stored to slots and each step reads its operands
+    through variables bound to loads, one per operand, which the simplifier cannot look into.
     """
-    buffers = {"float32": "sf", "bool": "sb"}
-    counts = {"float32": 0, "bool": 0}
-    slots = {}
-    for s in steps:
-        slots[s.name] = f"{buffers[s.dtype]}[{counts[s.dtype]}]"
-        counts[s.dtype] += 1
-    allocs = [f'        {buffers[d]} = T.alloc_local(({n},), "{d}")' for d, n in counts.items() if n]
-    return slots, allocs
+    slots: Dict[str, str] = {}
+    counts = {"sf": 0, "sb": 0, "sc": 0}
+
+    def slot(buffer: str) -> str:
+        counts[buffer] += 1
+        return f"{buffer}[{counts[buffer] - 1}]"
+
+    consts: Dict[str, str] = {}
+    body = ["idx = bx * BLOCK + i"]
+    for p in desc.inputs:
+        slots[p.name] = slot("sf")
+        body += [f'{slots[p.name]} = T.Cast("float32", {p.name}[{_index_expr(p.shape, desc.shape)}])',
+                 f"{p.name}_v = {slots[p.name]}"]
+    for s in desc.steps:
+        for var, source, constant in s.operands:
+            if constant and source not in consts:
+                consts[source] = slot("sc")
+            body.append(f"{var} = {consts[source] if constant else slots[source]}")
+        slots[s.name] = slot("sb" if s.dtype == "bool" else "sf")
+        body += [f"{slots[s.name]} = {s.expr}", f"{s.name}_v = {slots[s.name]}"]
+    dtypes = {"sf": "float32", "sb": "bool", "sc": "float32"}
+    allocs = [f'        {b} = T.alloc_local(({n},), "{dtypes[b]}")' for b, n in counts.items() if n]
+    allocs += [f"        {where} = {text}" for text, where in consts.items()]
+    return allocs, body
+
+
+def _parallelise(c_source: str) -> Tuple[str, int]:
+    """Put ``#pragma omp parallel for`` on the loop over blocks (ours, see render: its
+    iterations are independent), with the slot buffers private: TileLang's C codegen declares
+    them once at the top of the function, where OpenMP threads would share them (a data race)."""
+    head = re.search(r"\n(\s*)for \(int32_t bx = ", c_source)
+    if head is None:
+        return c_source, 0
+    buffers = re.findall(r"^\s*(?:float|int8_t|bool)\s+(s[fbc])\[\d+\];", c_source[:head.start()], re.M)
+    private = f" private({', '.join(buffers)})" if buffers else ""
+    return (c_source[:head.start()] + f"\n{head.group(1)}#pragma omp parallel for{private}"
+            + c_source[head.start():], 1)
 
 
 def value_name(name: str) -> str:
@@ -171,9 +201,7 @@ class PointwiseKernel:
         tilelang = cache.load_tilelang()
         program = cache.load_program(self.source, self.key).main
         c_source = tilelang.lower(program, target="c").kernel_source
-        # The outer loop over blocks is ours (see render); its iterations are independent.
-        c_source, hits = re.subn(r"\n(\s*)for \(int32_t bx = ", r"\n\1#pragma omp parallel for\n\1for (int32_t bx = ",
-                                 c_source, count=1)
+        c_source, hits = _parallelise(c_source)
         if hits != 1:
             raise LoweringError("tilelang backend: lowered C source has no block loop to parallelise; "
                                 "TileLang's C codegen changed -- update pointwise._build_c")
@@ -188,7 +216,7 @@ class PointwiseKernel:
                                 f"the program's {declared}")
         self._order = [declared.index(p) for p in c_params]
         include = os.path.join(os.path.dirname(tilelang.__file__), "src")
-        lib = ctypes.CDLL(str(cache.build_shared_library(c_source, self.key, [include], CPU_FLAGS)))
+        lib = ctypes.CDLL(str(cbuild.build(c_source, include)))
         fn = getattr(lib, symbol)
         fn.argtypes = [ctypes.c_void_p] * (len(self.desc.inputs) + len(self.desc.outputs))
         fn.restype = ctypes.c_int32

@@ -14,14 +14,14 @@ from ...errors import LoweringError
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _RESERVED = {"T", "tilelang", "main", "bx", "by", "bz", "i", "j", "k", "ko", "idx", "BLOCK", "numel",
              "A", "B", "C", "M", "N", "K", "acc", "batch", "A_shared", "B_shared", "C_local", "C_shared",
-             "block_M", "block_N", "block_K"}
+             "block_M", "block_N", "block_K", "sf", "sb", "sc"}
 TILELANG_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
 def identifier(name: str, prefix: str = "v") -> str:
     """A safe Python identifier for a node name (validated, never copied blindly)."""
     if (not isinstance(name, str) or not _IDENT.match(name) or name in _RESERVED or name.startswith("__")
-            or re.match(r"out\d+\Z", name)):
+            or re.match(r"(out\d+|arg\d+_\d+)\Z", name)):
         cleaned = re.sub(r"[^A-Za-z0-9_]", "_", str(name)).strip("_") or "x"
         return f"{prefix}_{cleaned}"
     return name
