@@ -39,134 +39,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..frameworks import adapter_for
 from .cuda_graph_capture import capture_failure, copy_into, private_copy
+from .cuda_graph_policy import HOST_FUNCTIONS, HOST_METHODS, ON, decide, is_cuda_tensor  # noqa: F401
 
 log = logging.getLogger("tensorplay_graph.compile")
 hints = logging.getLogger("tensorplay_graph.perf_hints")
 
-ON = "on: static shapes, every tensor on CUDA, no host syncs or host-side ops"
-#: Tensor methods that read device data on the host or make CPU tensors.
-HOST_METHODS = frozenset({"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__",
-                          "__index__", "nonzero", "pin_memory"})
-#: Functions (torch.* / aten overloads, by name) whose CUDA implementation reads a result back
-#: to the host to size their output (torch 2.11: ``nonzero`` and the ops built on it,
-#: ``unique``'s output count, ``_local_scalar_dense`` = ``item()``): a sync inside a capture.
-HOST_FUNCTIONS = frozenset({"nonzero", "argwhere", "masked_select", "unique", "_unique",
-                            "_unique2", "unique_dim", "unique_consecutive",
-                            "_local_scalar_dense", "item", "tolist", "bincount"})
 MAX_RECAPTURES = 2
-
-
-def _is_cuda_tensor(value: Any) -> bool:
-    return type(value).__module__.startswith("torch") and getattr(value, "is_cuda", False)
-
-
-def _on(value: Any, device: str) -> bool:
-    if device == "cuda":
-        return _is_cuda_tensor(value)
-    return type(value).__module__.startswith("torch") and \
-        getattr(getattr(value, "device", None), "type", None) == device
-
-
-def _describe_tensor(value: Any) -> str:
-    framework = type(value).__module__.split(".")[0]
-    return f"a {framework} tensor on {getattr(value, 'device', '?')}"
-
-
-def _custom_op_name(target: Any) -> Optional[str]:
-    """The name of a custom op target (ours, TensorPlay's, torch.library's), else None."""
-    if getattr(target, "mutates_args", None) is not None and hasattr(target, "name"):
-        return str(target.name)
-    schema = getattr(target, "_schema", None)
-    namespace = getattr(target, "namespace", None)
-    if schema is not None and namespace not in (None, "aten", "prims", "_c10d_functional"):
-        return str(getattr(schema, "name", target))
-    return None
-
-
-def _function_name(target: Any) -> str:
-    """``nonzero`` for ``torch.nonzero`` and ``aten.nonzero.default``; a callable's name."""
-    packet = getattr(target, "_overloadpacket", None)
-    name = getattr(packet if packet is not None else target, "__name__", "")
-    return str(name).split(".")[0]
-
-
-def _runs_framework_autograd(target: Any) -> bool:
-    """An opaque training node (``training.opaque``): it records or replays the framework's
-    own autograd, whose re-entrant backward runs each op on the stream its forward used."""
-    from ..training.opaque import OpaqueForward, tape_backward
-    return target is tape_backward or isinstance(target, OpaqueForward)
-
-
-def _node_reason(node: Any, forced: bool, device: str) -> Optional[str]:
-    """Why ``node`` must not run inside a CUDA graph, or None."""
-    from ..ir.effects import mutated_nodes, prim_effect
-    if node.op == "get_attr":
-        return None
-    for written in mutated_nodes(node):
-        if written.op == "placeholder":
-            return (f"{node.name} writes into the input {written.name} in place (a replay may "
-                    f"read a private copy of it, so the caller's tensor would not change)")
-    prim = node.meta.get("prim")
-    if prim is not None and getattr(prim, "data_dependent", False):
-        return f"{node.name} ({prim.name}) reads tensor data on the host"
-    if node.op == "call_method" and node.target in HOST_METHODS:
-        return f"{node.name} (Tensor.{node.target}) synchronizes with the host"
-    if node.op == "call_function":
-        name = _function_name(node.target)
-        if name in HOST_FUNCTIONS:
-            return f"{node.name} ({name}) reads a result back to the host to size its output"
-        if _runs_framework_autograd(node.target):
-            return (f"{node.name} ({name}) runs the framework's autograd for an opaque op: its "
-                    f"backward ops run on the stream the forward used, outside a capture")
-    metas = node.meta.get("tensor_meta")
-    for meta in metas if isinstance(metas, (tuple, list)) else [metas]:
-        where = getattr(meta, "device_type", device)
-        if meta is not None and where != device:
-            return f"{node.name} makes a tensor on {where}"
-    if forced or "kernel" in node.meta:
-        return None
-    if prim_effect(node) == "random":
-        return (f"{node.name} draws random numbers (a replay would not follow eager's random "
-                f"stream call by call)")
-    name = _custom_op_name(node.target) if node.op == "call_function" else None
-    if name is not None:
-        return f"custom op {name} ({node.name}) may run host code or synchronize"
-    return None
-
-
-def decide(module: Any, example_inputs: Sequence[Any], option: Optional[bool] = None,
-           dynamic: bool = False, device: str = "cuda") -> Tuple[bool, str]:
-    """``(use graphs, why)`` for ``module`` (a lowered GraphModule) called on ``example_inputs``.
-
-    ``device`` is where graphs run (``"cuda"``; tests plan for ``"cpu"`` with a stand-in)."""
-    if option is False:
-        return False, "off (options={'cuda_graphs': False})"
-    forced = option is True
-    tensors = [(i, v) for i, v in enumerate(example_inputs)
-               if hasattr(v, "data_ptr") or hasattr(v, "__dlpack__")]
-    if not tensors:
-        return False, "off: the program takes no tensor inputs"
-    for i, value in tensors:
-        if not _on(value, device):
-            return False, (f"off: input {i} is {_describe_tensor(value)}; CUDA graphs need every "
-                           f"tensor on a CUDA device")
-    if len({str(v.device) for _, v in tensors}) > 1:
-        return False, "off: the inputs are on several devices (one graph runs on one device)"
-    if getattr(module, "graph", None) is None:
-        return False, "off: the program is not a graph module"
-    if dynamic and not forced:
-        return False, ("off: sizes are dynamic (each size would keep its own graph and memory "
-                       "pool; options={'cuda_graphs': True} uses them anyway)")
-    from ..autograd_regions import graph_constants
-    for constant in graph_constants(module):
-        if not _on(constant, device):
-            return False, f"off: a constant of the program is {_describe_tensor(constant)}"
-    for node in module.graph.nodes:
-        reason = _node_reason(node, forced, device)
-        if reason is not None:
-            return False, f"off: {reason}"
-    return True, ON
-
 
 def wrap(module: Any, example_inputs: Sequence[Any], option: Optional[bool] = None,
          dynamic: bool = False) -> Any:
@@ -192,7 +70,7 @@ def _torch() -> Any:
 class TorchGraphs:
     """The CUDA operations the runner needs (a test substitutes a CPU stand-in)."""
 
-    is_tensor = staticmethod(_is_cuda_tensor)
+    is_tensor = staticmethod(is_cuda_tensor)
 
     @staticmethod
     def warm_up(fn: Callable[..., Any], args: Sequence[Any]) -> Any:
@@ -211,7 +89,7 @@ class TorchGraphs:
         cuBLAS workspace) happens outside it. ``thread_local``: other threads' calls cannot
         invalidate it."""
         torch = _torch()
-        device = next(a.device for a in args if _is_cuda_tensor(a))
+        device = next(a.device for a in args if is_cuda_tensor(a))
         with torch.cuda.device(device):  # the inputs' device, whichever is current
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
