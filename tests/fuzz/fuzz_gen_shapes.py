@@ -89,9 +89,14 @@ def op_contract(g: Any) -> bool:
             w = g.fresh((b, k, m), dt)
             return g.emit(f"T.einsum('bij,bjk->bik', {x}, {{1}})", (a, w), "reduce")
         w = g.fresh((b, k, m), dt)
+        if g.framework != "torch":
+            x, y = "{0}.contiguous()", "{1}.contiguous()"  # TensorPlay 1.0.0's eager baddbmm
+            #  of a strided batch operand changes from call to call (FINDINGS.md, seed 1366)
+        else:
+            y = "{1}"
         if form == "bmm":
-            return g.emit(f"T.bmm({x}, {{1}})", (a, w), "reduce")
-        return g.emit(f"T.baddbmm(T.ones({b}, {n}, {m}, dtype={{0}}.dtype), {x}, {{1}}, "
+            return g.emit(f"T.bmm({x}, {y})", (a, w), "reduce")
+        return g.emit(f"T.baddbmm(T.ones({b}, {n}, {m}, dtype={{0}}.dtype), {x}, {y}, "
                       f"beta={r.choice([0.0, 0.5, 1.0])}, alpha={r.choice([1.0, 2.0])})", (a, w), "reduce")
     if len(shape) == 2:
         n, k = shape
