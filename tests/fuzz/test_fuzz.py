@@ -84,7 +84,8 @@ def test_tensorplay_programs_never_write_in_place_through_an_expand():
     import subprocess
     import sys
     code = ("import sys; sys.path.insert(0, 'tests/fuzz'); from fuzz_gen import generate; "
-            "from fuzz_program import build_function; p = generate(2003586, 'tensorplay', wide=False); "
+            "from fuzz_program import build_function; "
+            "p = generate(2003586, 'tensorplay', wide=False); "
             "fn, inputs = build_function(p); [fn(*inputs()) for _ in range(3)]; "
             "print([s.code for s in p.stmts])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
