@@ -40,3 +40,21 @@ def test_tensorplay_einsum_is_captured_with_its_native_arguments(backend):
         return (T.einsum("i,j->ij", x, y), T.einsum("i,i->", x, x))
 
     _same(program(a, b), tpg.compile(program, backend=backend)(a, b))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("bound_shape, dtype", [((1,), "float32"), ((1, 1), "float32"),
+                                                ((), "float32"), ((1,), "int32")])
+def test_tensorplay_clamp_takes_one_element_tensor_bounds_as_scalars(backend, bound_shape, dtype):
+    # Seed 1999 (TensorPlay / reference): `T.clamp(x.sum(dim=-1), b, b + 1)` with a 0-d x sum
+    # and b of shape (1,): eager keeps the input's shape () and dtype, compiled broadcast to (1,).
+    T = pytest.importorskip("tensorplay")
+    x = T.from_numpy(np.array([1.5, -2.0, 7.0], dtype=np.float32))
+    xi = T.from_numpy(np.array([3, -4, 0], dtype=np.int32))
+    b = T.from_numpy(np.full(bound_shape, 0.75, dtype=dtype))
+
+    def program(x, xi, b):
+        return (T.clamp(x.sum(dim=-1), b, b + 1), T.clamp(xi, min=b), x.clamp(max=b),
+                T.clamp(x[:1], b, None))
+
+    _same(program(x, xi, b), tpg.compile(program, backend=backend)(x, xi, b))
