@@ -289,18 +289,26 @@ FAMILIES = [("op_wide_dtype", 6), ("op_scan", 3), ("op_argreduce", 4), ("op_sort
 FUNCS = {name: fn for name, fn in globals().items() if name.startswith("op_")}
 
 
+def _no_stale_input(g: Any, added: bool) -> bool:
+    """A family that made a fresh input and then gave up leaves none pending: the next
+    statement's fresh input would take the same name (duplicate parameter ``x2``)."""
+    if not added:
+        g.pending = None
+    return added
+
+
 def _nonempty_on_tensorplay(fn):
     """``fn`` picking only non-empty values on TensorPlay: its 1.0.0 eager dies of SIGFPE on
     several of these ops over a size-0 dim (``tril`` of a (3, 0, 1) tensor), killing the
     generator's process. torch programs keep empty tensors."""
     def family(g: Any) -> bool:
         if g.framework == "torch":
-            return fn(g)
+            return _no_stale_input(g, fn(g))
         pick = g.pick
         g.pick = lambda pred=lambda v: True, prefer_intermediate=False: pick(
             lambda v: 0 not in v.shape and pred(v), prefer_intermediate)
         try:
-            return fn(g)
+            return _no_stale_input(g, fn(g))
         finally:
             del g.pick
     family.__name__ = fn.__name__
