@@ -58,3 +58,37 @@ def test_tensorplay_clamp_takes_one_element_tensor_bounds_as_scalars(backend, bo
                 T.clamp(x[:1], b, None))
 
     _same(program(x, xi, b), tpg.compile(program, backend=backend)(x, xi, b))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_tensorplay_16bit_clamp_with_nan_tensor_bounds(backend, dtype):
+    # Seed 2597 (TensorPlay / reference): `T.clamp(x, min=b)` in float16 with NaN in b:
+    # TensorPlay's eager keeps x there (and clamp(nan, max=0) is 0); compiled gave NaN.
+    T = pytest.importorskip("tensorplay")
+    x = T.from_numpy(np.array([1.0, np.nan, 3.0, -1.0, 2.0], np.float32)).to(getattr(T, dtype))
+    b = T.from_numpy(np.array([np.nan, 0.0, np.nan, 1.0, 1.5], np.float32)).to(getattr(T, dtype))
+
+    def program(x, b):
+        return (T.clamp(x, min=b), x.clamp(max=b), T.maximum(x, b), T.minimum(b, x))
+
+    _same(program(x, b), tpg.compile(program, backend=backend)(x, b))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_amax_of_signed_zeros_keeps_the_first_as_eager_does(backend):
+    # Seed 2546 (TensorPlay / reference): `F.relu(x).amax(dim=-2)` over a column
+    # [-0.0, 0.0, 0.0]: eager keeps the first of equal elements (-0.0), NumPy the last.
+    T = pytest.importorskip("tensorplay")
+    F = T.nn.functional
+    x = T.from_numpy(np.array([[-0.0, 0.0, 1.0], [-1.5, -0.0, 2.0], [-2.0, 0.0, -0.0]],
+                              np.float32))
+
+    def program(x):
+        r = F.relu(x)
+        return (r.amax(dim=-2), r.amin(dim=0, keepdim=True), (-r).amin(dim=1), r.amax(dim=(0, 1)))
+
+    want, got = program(x), tpg.compile(program, backend=backend)(x)
+    _same(want, got)
+    for w, g in zip(want, got):
+        assert np.array_equal(np.signbit(w.numpy()), np.signbit(g.numpy()))
