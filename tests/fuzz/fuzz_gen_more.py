@@ -34,6 +34,14 @@ def _tp(g: Any) -> bool:
     return g.framework != "torch"
 
 
+def _picked(values: bool, g: Any) -> str:
+    """Kind of a selection: its values ("exact"; on torch "arith": which of 0.0 / -0.0 its
+    vectorised max / sort keeps on a tie depends on the size) or indices ("discrete")."""
+    if not values:
+        return "discrete"
+    return "arith" if g.framework == "torch" else "exact"
+
+
 def op_wide_dtype(g: Any) -> bool:
     """int64 / float64 inputs and casts, mixed with the other dtypes (promotion)."""
     r = g.rng
@@ -76,8 +84,7 @@ def op_argreduce(g: Any) -> bool:
                      "{0}.argmax()", "T.argmin({0})", f"{{0}}.max(dim={d}).indices",
                      f"T.min({{0}}, {d}, keepdim={k})[1]", f"T.max({{0}}, {d})[0]",
                      f"{{0}}.min(dim={d}, keepdim={k}).values", "T.max({0})", "{0}.min()"])
-    kind = "exact" if ("values" in code or "[0]" in code or code.endswith(("max({0})", "min()"))) \
-        else "discrete"
+    kind = _picked("values" in code or "[0]" in code or code.endswith(("max({0})", "min()")), g)
     return g.emit(code, (a,), kind)
 
 
@@ -97,7 +104,7 @@ def op_sort(g: Any) -> bool:
                      f"{{0}}.topk({kk}, dim={d}).values", f"T.topk({{0}}, {kk}, {d}, largest=False)[0]",
                      f"{{0}}.topk({kk}, dim={d}, largest={desc}).indices",
                      f"{{0}}.kthvalue({kk}, {d})[0]", f"T.msort({{0}})"])
-    kind = "discrete" if ("[1]" in code or "indices" in code or "argsort" in code) else "exact"
+    kind = _picked(not ("[1]" in code or "indices" in code or "argsort" in code), g)
     return g.emit(code, (a,), kind)
 
 
@@ -266,7 +273,7 @@ def op_reduce_more(g: Any) -> bool:
     if "all" in code or "any" in code:
         kind = "discrete" if g.env[a].level >= 1 else "exact"
         return g.emit(code, (a,), "reduce" if g.env[a].level >= 2 else kind)
-    kind = "exact" if ("amax" in code or "amin" in code) else "reduce"
+    kind = _picked(True, g) if ("amax" in code or "amin" in code) else "reduce"
     return g.emit(code, (a,), kind)
 
 
