@@ -188,11 +188,40 @@ def op_module(g: Any) -> bool:
     return g.emit(f"fuzz_mod({n})({{0}})", (a,), "reduce")
 
 
+def op_write_view(g: Any) -> bool:
+    """In-place writes through a view of an intermediate (the base must see them) and
+    in-place ops with tensor operands: ``v[:, 0].add_(1)``, ``v.t().mul_(w)``, ``v += w``."""
+    r = g.rng
+    a = g.pick(lambda v: not v.is_input, prefer_intermediate=True)
+    if a is None or (g.framework != "torch" and 0 in tuple(g.env[a].value.stride())):
+        return False  # TensorPlay 1.0.0 corrupts its heap writing through an expand()
+    shape = g.env[a].shape
+    nd = len(shape)
+    s = g.scalar()
+    choices = [f"{{0}}.masked_fill_({{0}} > 0, {s})", "{0}.abs_()", f"{{0}}.clamp_(max={s})"]
+    if nd >= 1:
+        choices += [f"{{0}}[0].add_({s})", f"{{0}}[..., -1:].mul_({s})", "{0}[::2].zero_()",
+                    f"{{0}}.view(-1)[0] = {s}" if g.env[a].value.is_contiguous() else "{0}[0].neg_()",
+                    f"{{0}}.narrow(0, 0, 1).fill_({s})", "{0}.flip(0).clone().neg_()"]
+    if nd >= 2:
+        choices += [f"{{0}}.t().mul_({s})" if nd == 2 else f"{{0}}.transpose(0, 1).add_({s})",
+                    f"{{0}}.diagonal().fill_({s})", f"{{0}}[:, 0] = {{0}}[:, -1]",
+                    f"{{0}}[1:, :].sub_({s})"]
+    dt = g.env[a].dtype
+    b = g.pick(lambda v: v.shape == shape and v.dtype == dt and v is not g.env[a])
+    if b is not None:
+        choices += ["{0} += {1}", "{0} *= {1}", "{0}.copy_({1}.flip(0) if {1}.dim() else {1})",
+                    "{0}.clamp_(min={1})", "{0}.masked_fill_({1} > 0, 1)"]
+    code = r.choice(choices)
+    args = (a, b) if "{1}" in code else (a,)
+    return g.emit(code, args, "arith", out=False)
+
+
 def return_form(g: Any) -> str:
     return g.rng.choice(RETURN_FORMS)
 
 
 FAMILIES = [("op_layout", 7), ("op_join", 5), ("op_contract", 3), ("op_factory", 4),
-            ("op_control", 4), ("op_conv", 2), ("op_module", 2)]
+            ("op_control", 4), ("op_conv", 2), ("op_module", 2), ("op_write_view", 5)]
 
 FUNCS = {name: fn for name, fn in globals().items() if name.startswith("op_")}
