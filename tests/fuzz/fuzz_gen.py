@@ -406,8 +406,10 @@ class Generator:
             self.env[spec.name] = Var(make_input(self.T, spec.shape, spec.dtype, spec.seed,
                                                  spec.special, spec.layout), 0, is_input=True)
         target = r.randint(3, 30)
-        families = self.BIG_FAMILIES if self.big else (
-            self.WIDE_FAMILIES if self.wide else self.FAMILIES)
+        if self.wide:
+            families = self.WIDE_BIG_FAMILIES if self.big else self.WIDE_FAMILIES
+        else:
+            families = self.BIG_FAMILIES if self.big else self.FAMILIES
         names, weights = zip(*families)
         attempts = 0
         while len(self.stmts) < target and attempts < target * 10:

@@ -293,6 +293,9 @@ FAMILIES = [("op_wide_dtype", 6), ("op_scan", 3), ("op_argreduce", 4), ("op_sort
             ("op_index", 5), ("op_masked", 5), ("op_intops", 5), ("op_unary_more", 7),
             ("op_logical", 4), ("op_reduce_more", 5), ("op_softmax_dtype", 2)]
 
+#: Pointwise families for the 64Ki+ element programs (TileLang's CPU range under "auto").
+BIG_FAMILIES = [("op_unary_more", 10), ("op_logical", 4), ("op_masked", 4), ("op_wide_dtype", 2)]
+
 FUNCS = {name: fn for name, fn in globals().items() if name.startswith("op_")}
 
 
@@ -328,3 +331,4 @@ def register(cls: Any) -> None:
     for name, fn in {**FUNCS, **fuzz_gen_shapes.FUNCS}.items():
         setattr(cls, name, _nonempty_on_tensorplay(fn))
     cls.WIDE_FAMILIES = cls.FAMILIES + FAMILIES + SHAPE_FAMILIES
+    cls.WIDE_BIG_FAMILIES = cls.BIG_FAMILIES + BIG_FAMILIES
