@@ -18,7 +18,10 @@ import random
 import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
-from fuzz_program import InputSpec, Program, Stmt, custom_ops, framework_modules, make_input
+import numpy as np
+
+from fuzz_program import (InputSpec, Program, Stmt, custom_ops, framework_modules, fuzz_module,
+                          make_input)
 
 FLOATS = ("float32", "float16", "bfloat16")
 DTYPES = FLOATS + ("int32", "bool")
@@ -66,7 +69,8 @@ class Generator:
         self.seed, self.framework, self.big, self.wide = seed, framework, big, wide
         self.rng = random.Random(seed * 7919 + (1 if framework == "torch" else 2) + (10 if big else 0))
         self.T, self.F = framework_modules(framework)
-        self.ns: Dict[str, Any] = {"T": self.T, "F": self.F, **custom_ops(framework)}
+        self.ns: Dict[str, Any] = {"T": self.T, "F": self.F, **custom_ops(framework),
+                                   "fuzz_mod": fuzz_module(framework), "np": np}
         self.env: Dict[str, Var] = {}
         self.inputs: List[InputSpec] = []
         self.stmts: List[Stmt] = []
