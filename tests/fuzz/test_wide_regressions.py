@@ -103,3 +103,29 @@ def test_narrow_seed_4001303_remainder_then_amax_keeps_eagers_signed_zero():
 
     outcome = check(generate(4001303, "tensorplay", wide=False), "reference")
     assert outcome.status == "ok", outcome.detail
+
+
+@pytest.mark.parametrize("framework", ["tensorplay", "torch"])
+def test_module_program_with_non_differentiable_outputs(framework):
+    # Seed 20034 (TensorPlay / reference): a program returning `x.to(float16)` next to a
+    # module's output crashed: TensorPlay's mark_non_differentiable refuses leaf tensors.
+    T = pytest.importorskip(framework)
+    from fuzz_program import fuzz_module
+
+    mod = fuzz_module(framework)(2)
+    x = T.from_numpy(np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32))
+
+    def program(a):
+        return (a.to(T.float16), mod(T.topk(a, 2, 1)[0]), a > 0, a.argmax(dim=1))
+
+    want, got = program(x), tpg.compile(program, backend="reference")(x)
+    for w, g in zip(want, got):
+        assert g.requires_grad == w.requires_grad and str(g.dtype) == str(w.dtype)
+        np.testing.assert_allclose(g.detach().float().numpy(), w.detach().float().numpy(),
+                                   rtol=1e-6)
+    got[1].sum().backward()
+    compiled_grad = mod.scale.grad.numpy().copy()
+    mod.scale.grad = None
+    want[1].sum().backward()
+    np.testing.assert_allclose(compiled_grad, mod.scale.grad.numpy(), rtol=1e-6)
+    mod.scale.grad = None
