@@ -18,8 +18,6 @@ import random
 import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
-import numpy as np
-
 from fuzz_program import (InputSpec, Program, Stmt, custom_ops, framework_modules, fuzz_module,
                           make_input)
 
@@ -70,7 +68,7 @@ class Generator:
         self.rng = random.Random(seed * 7919 + (1 if framework == "torch" else 2) + (10 if big else 0))
         self.T, self.F = framework_modules(framework)
         self.ns: Dict[str, Any] = {"T": self.T, "F": self.F, **custom_ops(framework),
-                                   "fuzz_mod": fuzz_module(framework), "np": np}
+                                   "fuzz_mod": fuzz_module(framework)}
         self.env: Dict[str, Var] = {}
         self.inputs: List[InputSpec] = []
         self.stmts: List[Stmt] = []
