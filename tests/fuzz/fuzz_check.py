@@ -121,7 +121,8 @@ def check(program: Program, backend: str, calls: int = 2) -> Outcome:
             got = as_tuple(got_raw)
             if not same_form(want_raw, got_raw) or len(got) != len(want):
                 return Outcome("mismatch", f"returned {type(got_raw).__name__} of {len(got)} "
-                               f"values, eager {type(want_raw).__name__} of {len(want)} (call {call})")
+                               f"values, eager {type(want_raw).__name__} of {len(want)} "
+                               f"(call {call})")
             for k, (w, g, lv) in enumerate(zip(want, got, out_levels)):
                 why = compare(w, g, lv, lowp)
                 if why:
