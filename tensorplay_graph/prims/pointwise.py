@@ -78,6 +78,11 @@ def where_meta(cond, a, b):
 
 
 def clamp_meta(a, min=None, max=None):
+    if low.tensorplay_scalar_bounds(min, max, current_framework()):
+        # TensorPlay's clamp takes one-element tensor bounds as scalars: the input's shape
+        # and dtype (clamp(int32 (2,), float32 (1, 1)) is int32 (2,)), never a broadcast.
+        a = require_meta(a, "clamp", "a")
+        return TensorMeta(a.shape, a.dtype, a.device, requires_grad=a.requires_grad)
     return _pointwise_meta((a, min, max), result_type(a, *(v for v in (min, max) if v is not None)))
 
 
@@ -172,7 +177,9 @@ _record("clamp", signature=clamp, meta=clamp_meta,
         spellings=_spell("clamp", extra=("tensorplay:clip", "torch:clip", "method:clip")),
         reference=low.clamp_ref, triton=low.clamp("tl.maximum", "tl.minimum", low.NAN_ALL),
         tilelang=low.clamp(low.tl_keep("<"), low.tl_keep(">")),
-        declines={"tilelang": low.clamp_tilelang_declines})
+        declines={"tilelang": low.clamp_tilelang_declines,
+                  "reference": low.clamp_scalar_bounds_declines,
+                  "triton": low.clamp_scalar_bounds_declines})
 
 # transcendental and activations
 _unary("exp", reference="np.exp({a})", triton="tl.exp({a})", tilelang="T.exp({a})",

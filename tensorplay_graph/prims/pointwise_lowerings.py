@@ -327,8 +327,29 @@ def gelu_reference_declines(args, out: TensorMeta, framework: str) -> Optional[s
 
 
 def extremum_reference_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
-    if out.dtype == "float16" and framework == "tensorplay":
-        return "TensorPlay's float16 maximum / minimum drop some NaNs (measured); not modelled"
+    if out.dtype in ("float16", "bfloat16") and framework == "tensorplay":
+        return "TensorPlay's 16-bit maximum / minimum drop some NaNs (measured); not modelled"
+    return None
+
+
+def tensorplay_scalar_bounds(lo, hi, framework: str) -> bool:
+    """Whether TensorPlay's clamp takes these tensor bounds as scalars: it does when every
+    tensor bound has one element (measured on 1.0.0: the result keeps the input's shape and
+    dtype; a bound of several elements broadcasts and promotes as usual)."""
+    bounds = [b for b in (lo, hi) if isinstance(b, TensorMeta)]
+    return framework == "tensorplay" and bool(bounds) and all(
+        math.prod(b.shape) == 1 for b in bounds)
+
+
+def clamp_scalar_bounds_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
+    if tensorplay_scalar_bounds(args.get("min"), args.get("max"), framework):
+        return ("TensorPlay's clamp with one-element tensor bounds treats them as scalars "
+                "in the input's dtype (no broadcast, no promotion); not modelled")
+    bounds = [args.get("min"), args.get("max")]
+    if framework == "tensorplay" and out.dtype in ("float16", "bfloat16") and any(
+            isinstance(b, TensorMeta) for b in bounds):
+        # measured on 1.0.0: clamp(x, min=nan) keeps x, clamp(nan, max=0) is 0 (seed 2597)
+        return "TensorPlay's 16-bit clamp with tensor bounds drops some NaNs; not modelled"
     return None
 
 
@@ -336,4 +357,4 @@ def clamp_tilelang_declines(args, out: TensorMeta, framework: str) -> Optional[s
     if out.dtype == "bool":
         # TensorPlay casts the bounds to bool first (clamp(False, min=-1.0) is True)
         return "clamp of a bool tensor: the bounds' cast to bool differs per framework"
-    return None
+    return clamp_scalar_bounds_declines(args, out, framework)

@@ -112,6 +112,10 @@ def _forward(ctx: Any, program: "CompiledTraining", *inputs: Any) -> Any:
     if tensors and ctx.others:
         program.track(ctx)
     fixed = [o for i, o in enumerate(outs) if i not in program.differentiable and is_tensor(o)]
+    if fixed and type(fixed[0]).__module__.startswith("tensorplay"):
+        # TensorPlay refuses to mark a leaf (an output computed without autograd: a cast of
+        # an input next to a module's output); __call__ detaches those outputs instead.
+        fixed = [o for o in fixed if not o.is_leaf]
     if fixed:
         ctx.mark_non_differentiable(*fixed)
     return outs
@@ -187,6 +191,8 @@ class CompiledTraining:
         outs = self._function.apply(self, *args, *params)
         if not isinstance(outs, (tuple, list)):
             outs = (outs,)
+        outs = tuple(o.detach() if i not in self.differentiable and is_tensor(o)
+                     and o.requires_grad else o for i, o in enumerate(outs))
         return map_aggregate(self.joint.template,
                              lambda v: outs[v.index] if isinstance(v, Slot) else v)
 

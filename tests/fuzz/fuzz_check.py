@@ -19,7 +19,7 @@ from typing import Any, Callable, List, Optional, Tuple
 import numpy as np
 
 from fuzz_gen import FLOATS, dtype_name, levels
-from fuzz_program import Program, build_function, repro_source
+from fuzz_program import Program, as_tuple, build_function, repro_source, same_form
 
 #: Relative tolerance per dtype, scaled by the output's largest finite magnitude (fusion
 #: reassociates sums and keeps float16 / bfloat16 intermediates in float32, as Inductor does).
@@ -104,7 +104,8 @@ def check(program: Program, backend: str, calls: int = 2) -> Outcome:
         warnings.simplefilter("ignore")
         eager_in = inputs()
         try:
-            want = fn(*eager_in)
+            want_raw = fn(*eager_in)
+            want = as_tuple(want_raw)
         except Exception as exc:  # noqa: BLE001 - eager's own rejection: not counted
             return Outcome("skip", f"eager raises {type(exc).__name__}: {exc}")
         try:
@@ -114,13 +115,14 @@ def check(program: Program, backend: str, calls: int = 2) -> Outcome:
         for call in range(1, calls + 1):
             args = inputs()
             try:
-                got = compiled(*args)
+                got_raw = compiled(*args)
             except Exception as exc:  # noqa: BLE001
                 return Outcome("crash", f"{type(exc).__name__}: {_first(exc)} (call {call})")
-            if not isinstance(got, tuple) or len(got) != len(want):
-                return Outcome("mismatch", f"returned {type(got).__name__} of "
-                               f"{len(got) if isinstance(got, tuple) else '?'} values, eager "
-                               f"{len(want)} (call {call})")
+            got = as_tuple(got_raw)
+            if not same_form(want_raw, got_raw) or len(got) != len(want):
+                return Outcome("mismatch", f"returned {type(got_raw).__name__} of {len(got)} "
+                               f"values, eager {type(want_raw).__name__} of {len(want)} "
+                               f"(call {call})")
             for k, (w, g, lv) in enumerate(zip(want, got, out_levels)):
                 why = compare(w, g, lv, lowp)
                 if why:
@@ -143,7 +145,7 @@ def _eager_unstable(fn: Callable, inputs: Callable, want: tuple, out_levels, low
     (tests/fuzz/FINDINGS.md): such a program has no single eager answer to compare with.
     """
     for _ in range(2):
-        again = fn(*inputs())
+        again = as_tuple(fn(*inputs()))
         for k, (w, a, lv) in enumerate(zip(want, again, out_levels)):
             why = compare(w, a, lv, lowp)
             if why:

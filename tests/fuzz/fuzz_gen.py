@@ -18,7 +18,8 @@ import random
 import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
-from fuzz_program import InputSpec, Program, Stmt, custom_ops, framework_modules, make_input
+from fuzz_program import (InputSpec, Program, Stmt, custom_ops, framework_modules, fuzz_module,
+                          make_input)
 
 FLOATS = ("float32", "float16", "bfloat16")
 DTYPES = FLOATS + ("int32", "bool")
@@ -62,11 +63,12 @@ class Var:
 class Generator:
     """Builds one program; ``big`` uses 64Ki+ element float32 inputs (TileLang's CPU range)."""
 
-    def __init__(self, seed: int, framework: str, big: bool = False) -> None:
-        self.seed, self.framework, self.big = seed, framework, big
+    def __init__(self, seed: int, framework: str, big: bool = False, wide: bool = True) -> None:
+        self.seed, self.framework, self.big, self.wide = seed, framework, big, wide
         self.rng = random.Random(seed * 7919 + (1 if framework == "torch" else 2) + (10 if big else 0))
         self.T, self.F = framework_modules(framework)
-        self.ns: Dict[str, Any] = {"T": self.T, "F": self.F, **custom_ops(framework)}
+        self.ns: Dict[str, Any] = {"T": self.T, "F": self.F, **custom_ops(framework),
+                                   "fuzz_mod": fuzz_module(framework)}
         self.env: Dict[str, Var] = {}
         self.inputs: List[InputSpec] = []
         self.stmts: List[Stmt] = []
@@ -145,7 +147,7 @@ class Generator:
         else:
             self.env[stmt.out] = Var(value, 0)
             self.env[stmt.out].level = self.level_of(stmt.kind, stmt.args,
-                                                     dtype_name(value) in FLOATS)
+                                                     dtype_name(value) in FLOATS + ("float64",))
         self.stmts.append(stmt)
         return True
 
@@ -406,7 +408,10 @@ class Generator:
             self.env[spec.name] = Var(make_input(self.T, spec.shape, spec.dtype, spec.seed,
                                                  spec.special, spec.layout), 0, is_input=True)
         target = r.randint(3, 30)
-        families = self.BIG_FAMILIES if self.big else self.FAMILIES
+        if self.wide:
+            families = self.WIDE_BIG_FAMILIES if self.big else self.WIDE_FAMILIES
+        else:
+            families = self.BIG_FAMILIES if self.big else self.FAMILIES
         names, weights = zip(*families)
         attempts = 0
         while len(self.stmts) < target and attempts < target * 10:
@@ -416,11 +421,22 @@ class Generator:
         outputs = produced[-1:]
         extra = [n for n in produced[:-1] if r.random() < 0.15]
         outputs = list(dict.fromkeys(extra[:2] + outputs)) or [self.inputs[0].name]
-        return Program(self.framework, self.inputs, self.stmts, outputs, self.seed, {"big": self.big})
+        meta = {"big": self.big}
+        if self.wide and not self.big:
+            meta["ret"] = fuzz_gen_shapes.return_form(self)
+        return Program(self.framework, self.inputs, self.stmts, outputs, self.seed, meta)
 
 
-def generate(seed: int, framework: str, big: bool = False) -> Program:
-    return Generator(seed, framework, big).generate()
+# The wide mode's extra statement kinds live in their own modules (fuzz_gen_more, _shapes).
+import fuzz_gen_more  # noqa: E402
+import fuzz_gen_shapes  # noqa: E402
+
+fuzz_gen_more.register(Generator)
+
+
+def generate(seed: int, framework: str, big: bool = False, wide: bool = True) -> Program:
+    """Program ``seed``; ``wide=False`` is the original (narrow) generator's program."""
+    return Generator(seed, framework, big, wide).generate()
 
 
 def levels(program: Program) -> Optional[Tuple[List[int], List[int], bool]]:

@@ -44,6 +44,32 @@ def _(x):
     return None
 '''
 
+#: A small module the wide generator's programs call (``fuzz_mod(n)(x)``): a Linear, a
+#: parameter and a buffer, with fixed values; one cached instance per width.
+MODULE_SRC = '''\
+_FUZZ_MODS = {}
+
+
+def fuzz_mod(n: int):
+    if n not in _FUZZ_MODS:
+        class FuzzMod(T.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = T.nn.Linear(n, 3)
+                w = np.linspace(-1.0, 1.0, 3 * n, dtype=np.float32).reshape(3, n)
+                with T.no_grad():
+                    self.lin.weight.copy_(T.from_numpy(w))
+                    self.lin.bias.fill_(0.25)
+                self.scale = T.nn.Parameter(T.from_numpy(np.array([1.0, -2.0, 0.5], np.float32)))
+                self.register_buffer("shift", T.from_numpy(np.arange(3, dtype=np.float32)))
+
+            def forward(self, x):
+                return T.relu(self.lin(x)) * self.scale + self.shift
+
+        _FUZZ_MODS[n] = FuzzMod().eval()
+    return _FUZZ_MODS[n]
+'''
+
 
 def make_input(T: Any, shape: Tuple[int, ...], dtype: str, seed: int, special: bool,
                layout: str) -> Any:
@@ -60,8 +86,8 @@ def make_input(T: Any, shape: Tuple[int, ...], dtype: str, seed: int, special: b
         mem[-1] *= 2
     if dtype == "bool":
         a = rng.random(mem) < 0.5
-    elif dtype == "int32":
-        a = rng.integers(-6, 7, size=mem).astype(np.int32)
+    elif dtype in ("int32", "int64"):
+        a = rng.integers(-6, 7, size=mem).astype(dtype)
     else:
         a = (rng.standard_normal(mem) * 2.0).astype(np.float32)
         if special and a.size:
@@ -69,7 +95,7 @@ def make_input(T: Any, shape: Tuple[int, ...], dtype: str, seed: int, special: b
             values = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0], dtype=np.float32)
             a = np.where(picks, values[rng.integers(0, 6, size=mem)], a).astype(np.float32)
     t = T.from_numpy(np.ascontiguousarray(a))
-    if dtype in ("float16", "bfloat16"):
+    if dtype in ("float16", "bfloat16", "float64"):
         t = t.to(getattr(T, dtype))
     if layout == "t":
         t = t.transpose(-1, -2)
@@ -117,12 +143,23 @@ class Program:
     def uses_custom_ops(self) -> bool:
         return any("fuzz_affine" in s.code or "fuzz_bump_" in s.code for s in self.stmts)
 
+    def uses_module(self) -> bool:
+        return any("fuzz_mod(" in s.code for s in self.stmts)
+
     def body(self) -> str:
         params = ", ".join(i.name for i in self.inputs)
         lines = [f"def program({params}):"]
         lines += ["    " + s.line() for s in self.stmts]
         outs = ", ".join(self.outputs)
-        lines.append(f"    return ({outs},)" if len(self.outputs) == 1 else f"    return ({outs})")
+        form = self.meta.get("ret", "tuple")  # the wide generator also returns these forms
+        if form == "list":
+            lines.append(f"    return [{outs}]")
+        elif form == "dict":
+            lines.append("    return {" + ", ".join(f"{o!r}: {o}" for o in self.outputs) + "}")
+        elif form == "bare" and len(self.outputs) == 1:
+            lines.append(f"    return {outs}")
+        else:
+            lines.append(f"    return ({outs},)" if len(self.outputs) == 1 else f"    return ({outs})")
         return "\n".join(lines) + "\n"
 
     def header(self) -> str:
@@ -159,6 +196,8 @@ def build_function(program: Program) -> Tuple[Callable[..., Any], Callable[[], l
     namespace: Dict[str, Any] = {"T": T, "F": F, "make_input": make_input, "np": np}
     if program.uses_custom_ops():
         namespace.update(custom_ops(program.framework))
+    if program.uses_module():
+        namespace["fuzz_mod"] = fuzz_module(program.framework)
     source = program.body()
     filename = f"<fuzz-program-{abs(hash(source))}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
@@ -180,6 +219,35 @@ def custom_ops(framework: str) -> Dict[str, Any]:
     return _CUSTOM_OPS[framework]
 
 
+_MODULES: Dict[str, Any] = {}
+
+
+def fuzz_module(framework: str) -> Any:
+    """The ``fuzz_mod`` factory for ``framework``, defined once per process."""
+    if framework not in _MODULES:
+        T, _ = framework_modules(framework)
+        ns: Dict[str, Any] = {"T": T, "np": np}
+        exec(MODULE_SRC, ns)
+        _MODULES[framework] = ns["fuzz_mod"]
+    return _MODULES[framework]
+
+
+def as_tuple(result: Any) -> tuple:
+    """A program's outputs as a tuple, whatever its return form (tuple, list, dict, tensor)."""
+    if isinstance(result, dict):
+        return tuple(result.values())
+    if isinstance(result, (tuple, list)):
+        return tuple(result)
+    return (result,)
+
+
+def same_form(want: Any, got: Any) -> bool:
+    """Whether ``got`` has eager's container type (and dict keys, in order)."""
+    if type(got) is not type(want) and not (hasattr(got, "dtype") and hasattr(want, "dtype")):
+        return False
+    return not isinstance(want, dict) or list(got) == list(want)
+
+
 def framework_modules(framework: str) -> Tuple[Any, Any]:
     if framework == "torch":
         import torch
@@ -198,10 +266,13 @@ def repro_source(program: Program, backend: str, note: str = "") -> str:
               "import tensorplay_graph as tpg\n\n\n"]
     if program.uses_custom_ops():
         parts += [CUSTOM_OPS_SRC.format(fw=program.framework), "\n\n"]
-    parts += [inspect.getsource(make_input), "\n\n", program.inputs_source(), "\n\n",
+    if program.uses_module():
+        parts += [MODULE_SRC, "\n\n"]
+    parts += [inspect.getsource(make_input), "\n\n", inspect.getsource(as_tuple), "\n\n",
+              program.inputs_source(), "\n\n",
               program.body(), "\n\n",
-              "expected = program(*inputs())\n",
-              f"got = tpg.compile(program, backend={backend!r})(*inputs())\n",
+              "expected = as_tuple(program(*inputs()))\n",
+              f"got = as_tuple(tpg.compile(program, backend={backend!r})(*inputs()))\n",
               "for e, g in zip(expected, got):\n",
               "    print(e.dtype, g.dtype, tuple(e.shape), tuple(g.shape))\n",
               "    print(e)\n    print(g)\n"]

@@ -67,10 +67,14 @@ def resolve_function(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -
         public = _bind_public(func, args, kwargs)
         if public is not None:
             return "call_function", func, public[0], public[1]
-    elif module.startswith("tensorplay.") and inspect.isfunction(func):
+    elif module.startswith("tensorplay.") and inspect.isfunction(func) and \
+            _bind_public(func, args, kwargs) is not None:
         # A Python-level function handing itself over (``F.scaled_dot_product_attention``
         # with its public argument names): replay it, not the same-named native function,
-        # whose signature differs (the native one has no ``attn_mask``).
+        # whose signature differs (the native one has no ``attn_mask``). A wrapper whose
+        # native call arrives under the wrapper's name with the native's arguments
+        # (``tensorplay.einsum(*args)`` calling ``_C.einsum(equation=, operands=, path=)``)
+        # does not bind: that call replays the native function below.
         return "call_function", func, tuple(args), dict(kwargs)
     native = getattr(tensorplay._C, name, None) if name else None
     target = native if callable(native) else func

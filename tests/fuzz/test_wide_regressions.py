@@ -1,0 +1,131 @@
+"""Regression tests for what the wide fuzz generator (fuzz_gen_more / fuzz_gen_shapes) found.
+
+Each test is a shrunk fuzz program, compiled and compared with the framework's own eager
+result (tests/fuzz/FINDINGS.md, section "Wide generator").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorplay_graph as tpg
+
+BACKENDS = ["reference", "interpreter", "auto"]
+
+
+def _same(want, got) -> None:
+    assert type(got) is type(want) or hasattr(want, "dtype")
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    got = got if isinstance(got, (tuple, list)) else (got,)
+    assert len(got) == len(want)
+    for w, g in zip(want, got):
+        assert str(g.dtype) == str(w.dtype) and tuple(g.shape) == tuple(w.shape)
+        np.testing.assert_array_equal(np.asarray(g.float().numpy() if "float" in str(w.dtype)
+                                                 else g.numpy()),
+                                      np.asarray(w.float().numpy() if "float" in str(w.dtype)
+                                                 else w.numpy()))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensorplay_einsum_is_captured_with_its_native_arguments(backend):
+    # Seed 2 (TensorPlay / reference): `T.einsum('i,j->ij', a, b)` crashed at capture with
+    # "einsum() got an unexpected keyword argument 'equation'": the Python wrapper was replayed
+    # with the native call's keyword arguments.
+    T = pytest.importorskip("tensorplay")
+    a = T.from_numpy(np.arange(3, dtype=np.float32))
+    b = T.from_numpy(np.array([1.5, -2.0], dtype=np.float32))
+
+    def program(x, y):
+        return (T.einsum("i,j->ij", x, y), T.einsum("i,i->", x, x))
+
+    _same(program(a, b), tpg.compile(program, backend=backend)(a, b))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("bound_shape, dtype", [((1,), "float32"), ((1, 1), "float32"),
+                                                ((), "float32"), ((1,), "int32")])
+def test_tensorplay_clamp_takes_one_element_tensor_bounds_as_scalars(backend, bound_shape, dtype):
+    # Seed 1999 (TensorPlay / reference): `T.clamp(x.sum(dim=-1), b, b + 1)` with a 0-d x sum
+    # and b of shape (1,): eager keeps the input's shape () and dtype, compiled broadcast to (1,).
+    T = pytest.importorskip("tensorplay")
+    x = T.from_numpy(np.array([1.5, -2.0, 7.0], dtype=np.float32))
+    xi = T.from_numpy(np.array([3, -4, 0], dtype=np.int32))
+    b = T.from_numpy(np.full(bound_shape, 0.75, dtype=dtype))
+
+    def program(x, xi, b):
+        return (T.clamp(x.sum(dim=-1), b, b + 1), T.clamp(xi, min=b), x.clamp(max=b),
+                T.clamp(x[:1], b, None))
+
+    _same(program(x, xi, b), tpg.compile(program, backend=backend)(x, xi, b))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_tensorplay_16bit_clamp_with_nan_tensor_bounds(backend, dtype):
+    # Seed 2597 (TensorPlay / reference): `T.clamp(x, min=b)` in float16 with NaN in b:
+    # TensorPlay's eager keeps x there (and clamp(nan, max=0) is 0); compiled gave NaN.
+    T = pytest.importorskip("tensorplay")
+    x = T.from_numpy(np.array([1.0, np.nan, 3.0, -1.0, 2.0], np.float32)).to(getattr(T, dtype))
+    b = T.from_numpy(np.array([np.nan, 0.0, np.nan, 1.0, 1.5], np.float32)).to(getattr(T, dtype))
+
+    def program(x, b):
+        return (T.clamp(x, min=b), x.clamp(max=b), T.maximum(x, b), T.minimum(b, x))
+
+    _same(program(x, b), tpg.compile(program, backend=backend)(x, b))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_amax_of_signed_zeros_keeps_the_first_as_eager_does(backend):
+    # Seed 2546 (TensorPlay / reference): `F.relu(x).amax(dim=-2)` over a column
+    # [-0.0, 0.0, 0.0]: eager keeps the first of equal elements (-0.0), NumPy the last.
+    T = pytest.importorskip("tensorplay")
+    F = T.nn.functional
+    x = T.from_numpy(np.array([[-0.0, 0.0, 1.0], [-1.5, -0.0, 2.0], [-2.0, 0.0, -0.0]],
+                              np.float32))
+
+    def program(x):
+        r = F.relu(x)
+        return (r.amax(dim=-2), r.amin(dim=0, keepdim=True), (-r).amin(dim=1), r.amax(dim=(0, 1)))
+
+    want, got = program(x), tpg.compile(program, backend=backend)(x)
+    _same(want, got)
+    for w, g in zip(want, got):
+        assert np.array_equal(np.signbit(w.numpy()), np.signbit(g.numpy()))
+
+
+def test_narrow_seed_4001303_remainder_then_amax_keeps_eagers_signed_zero():
+    # Open before W4: `T.remainder(int32 x, -3.0).amax(dim=-2, keepdim=True)` gave 0.0 where
+    # TensorPlay eager gives -0.0 (the first of the tied zeros).
+    pytest.importorskip("tensorplay")
+    from fuzz_check import check
+    from fuzz_gen import generate
+
+    outcome = check(generate(4001303, "tensorplay", wide=False), "reference")
+    assert outcome.status == "ok", outcome.detail
+
+
+@pytest.mark.parametrize("framework", ["tensorplay", "torch"])
+def test_module_program_with_non_differentiable_outputs(framework):
+    # Seed 20034 (TensorPlay / reference): a program returning `x.to(float16)` next to a
+    # module's output crashed: TensorPlay's mark_non_differentiable refuses leaf tensors.
+    T = pytest.importorskip(framework)
+    from fuzz_program import fuzz_module
+
+    mod = fuzz_module(framework)(2)
+    x = T.from_numpy(np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32))
+
+    def program(a):
+        return (a.to(T.float16), mod(T.topk(a, 2, 1)[0]), a > 0, a.argmax(dim=1))
+
+    want, got = program(x), tpg.compile(program, backend="reference")(x)
+    for w, g in zip(want, got):
+        assert g.requires_grad == w.requires_grad and str(g.dtype) == str(w.dtype)
+        np.testing.assert_allclose(g.detach().float().numpy(), w.detach().float().numpy(),
+                                   rtol=1e-6)
+    got[1].sum().backward()
+    compiled_grad = mod.scale.grad.numpy().copy()
+    mod.scale.grad = None
+    want[1].sum().backward()
+    np.testing.assert_allclose(compiled_grad, mod.scale.grad.numpy(), rtol=1e-6)
+    mod.scale.grad = None
