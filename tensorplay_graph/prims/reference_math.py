@@ -107,7 +107,27 @@ def reduce(fn: Any, a: Any, axis: Any, keepdims: bool, dtype: Optional[str] = No
         axis = None
     if x.dtype.kind in "ub" and fn is np.sum:
         x = x.astype(np.int64)
-    return fn(x, axis=axis, keepdims=keepdims, **kw)
+    out = fn(x, axis=axis, keepdims=keepdims, **kw)
+    if fn in (np.amax, np.amin) and x.dtype.kind == "f":
+        out = _first_zero_sign(x, axis, out)
+    return out
+
+
+def _first_zero_sign(x: np.ndarray, axis: Any, out: Any) -> Any:
+    """``out`` (an amax / amin of ``x``) with each 0 result signed like the FIRST zero of its
+    reduced elements, in row-major order: eager keeps the first of tied extrema (TensorPlay
+    always, torch's CPU kernel wherever it is not vectorised), NumPy keeps either."""
+    out = np.asarray(out)
+    zero = out == 0
+    if not zero.any():
+        return out
+    axes = range(x.ndim) if axis is None else np.atleast_1d(axis)
+    reduced = sorted({int(d) % x.ndim for d in axes})
+    kept = [d for d in range(x.ndim) if d not in reduced]
+    rows = np.transpose(x, kept + reduced).reshape([x.shape[d] for d in kept] + [-1])
+    first = np.take_along_axis(rows, np.argmax(rows == 0, axis=-1)[..., None], axis=-1)
+    negative = np.signbit(first).reshape(out.shape)
+    return np.where(zero, np.where(negative, -0.0, 0.0).astype(out.dtype), out)
 
 
 def pick(a: Any, b: Any, take_b: Any) -> Any:
