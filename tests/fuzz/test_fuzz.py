@@ -91,3 +91,21 @@ def test_tensorplay_programs_never_write_in_place_through_an_expand():
                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert out.returncode == 0, out.stderr[-500:]
     assert "expand" in out.stdout  # the program still has the expand, without the write
+
+
+def test_tensorplay_programs_never_cast_a_nan_tensorplay_would_lose_to_bfloat16():
+    # Seed 2017613: TensorPlay 1.0.0's float32 -> bfloat16 cast rounds the bits without a NaN
+    # check; the all-ones NaNs of its vectorised sin(inf) became 0.0 (FINDINGS.md item 4).
+    T = pytest.importorskip("tensorplay")
+    import numpy as np
+    from fuzz_avoid import loses_nan_to_bfloat16
+    from fuzz_check import check
+
+    x = T.from_numpy(np.full((40,), np.inf, dtype=np.float32))
+    ns = {"T": T, "x": x}
+    assert loses_nan_to_bfloat16(T, "T.sin(x).bfloat16()", ns, T.sin(x).bfloat16())
+    plain = T.from_numpy(np.full((40,), np.nan, dtype=np.float32))
+    ns["x"] = plain
+    assert not loses_nan_to_bfloat16(T, "x.bfloat16()", ns, plain.bfloat16())
+    program = generate(2017613, "tensorplay")
+    assert check(program, "reference").status == "ok"
