@@ -12,6 +12,11 @@ from typing import Any, Dict
 import numpy as np
 
 
+def tensorplay_eager_defect(T: Any, code: str, ns: Dict[str, Any], value: Any) -> bool:
+    """True when TensorPlay eager's ``value`` of ``code`` is one of the defects below."""
+    return mislabelled_contiguous(value) or loses_nan_to_bfloat16(T, code, ns, value)
+
+
 def _name(t: Any) -> str:
     return str(t.dtype).split(".")[-1]
 
@@ -40,3 +45,21 @@ def loses_nan_to_bfloat16(T: Any, code: str, ns: Dict[str, Any], value: Any) -> 
     want = np.isnan(np.asarray(ref.float().contiguous().numpy()))
     got = np.isnan(np.asarray(value.float().contiguous().numpy()))
     return bool((want & ~got).any())
+
+
+def mislabelled_contiguous(value: Any) -> bool:
+    """True when TensorPlay calls ``value`` contiguous although its strides are not row-major.
+
+    TensorPlay 1.0.0's ``round`` / ``clone`` of a permuted tensor keep the permuted strides
+    but report ``is_contiguous()``; its elementwise kernels then walk memory order as if it
+    were the logical order (`T.round(x_t) == T.round(x_t)` with `zero_()` on one side gave
+    transposed answers, seed 6000825; seed 301070). Compiled code reads the real strides.
+    """
+    if not value.is_contiguous():
+        return False
+    expected = 1
+    for size, stride in reversed(list(zip(value.shape, value.stride()))):
+        if size > 1 and stride != expected:
+            return True
+        expected *= size
+    return False

@@ -18,7 +18,7 @@ import random
 import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
-from fuzz_avoid import loses_nan_to_bfloat16
+from fuzz_avoid import tensorplay_eager_defect
 from fuzz_program import InputSpec, Program, Stmt, custom_ops, framework_modules, make_input
 
 FLOATS = ("float32", "float16", "bfloat16")
@@ -134,7 +134,7 @@ class Generator:
                     value = eval(stmt.code.format(*stmt.args), ns)
                     if not hasattr(value, "dtype") or not hasattr(value, "shape"):
                         return False
-                    if self.framework == "tensorplay" and loses_nan_to_bfloat16(
+                    if self.framework == "tensorplay" and tensorplay_eager_defect(
                             self.T, stmt.code.format(*stmt.args), ns, value):
                         return False
         except Exception:  # noqa: BLE001 - eager rejected the candidate: pick another

@@ -109,3 +109,18 @@ def test_tensorplay_programs_never_cast_a_nan_tensorplay_would_lose_to_bfloat16(
     assert not loses_nan_to_bfloat16(T, "x.bfloat16()", ns, plain.bfloat16())
     program = generate(2017613, "tensorplay")
     assert check(program, "reference").status == "ok"
+
+
+def test_tensorplay_programs_never_use_a_tensor_tensorplay_mislabels_contiguous():
+    # Seed 6000825: TensorPlay 1.0.0's round() of a transposed int32 tensor keeps the
+    # transposed strides but reports is_contiguous(); `v1 == v4` of two such tensors then
+    # compared memory order as logical order (eager's answer transposed; compiled was right).
+    T = pytest.importorskip("tensorplay")
+    import numpy as np
+    from fuzz_avoid import mislabelled_contiguous
+    from fuzz_check import check
+
+    x = T.from_numpy(np.arange(50, dtype=np.int32).reshape(5, 5, 2)).transpose(-1, -2)
+    assert mislabelled_contiguous(T.round(x)) and not mislabelled_contiguous(x)
+    assert not mislabelled_contiguous(T.round(x.contiguous()))
+    assert check(generate(6000825, "tensorplay"), "reference").status == "ok"
