@@ -173,8 +173,26 @@ def bf16_bits_triton(x: str) -> str:
 def _emulate_bf16() -> bool:
     """Whether bfloat16 conversions are spelled in integer ops: only for Triton's CPU
     interpreter (``TRITON_INTERPRET=1``), whose casts truncate; GPUs convert natively with
-    round-to-nearest-even, so their kernels keep the native (cheaper) casts."""
+    round-to-nearest-even, so their kernels keep the native (cheaper) casts. The
+    interpreter runs CPU tensors, so it also selects CPU eager's spellings (clamp)."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _triton_keep(op: str):
+    """Triton clamp bound that keeps the input on a tie and propagates a NaN bound."""
+    def render(a, bound):
+        return f"tl.where(({a} {op} {bound}) | ({bound} != {bound}), {bound}, {a})"
+    return render
+
+
+def clamp_triton(a, min=None, max=None):
+    """Triton clamp: under the interpreter (CPU tensors) it keeps the input on a tie, as
+    torch's CPU clamp with scalar bounds does (clamp(-0.0, min=0.0) is -0.0; tl.maximum
+    gives 0.0, seeds 6001455 / 6001592); on GPUs tl.maximum / tl.minimum, the max / min
+    CUDA eager's clamp computes."""
+    if _emulate_bf16():
+        return clamp(_triton_keep("<"), _triton_keep(">"))(a, min, max)
+    return clamp("tl.maximum", "tl.minimum", NAN_ALL)(a, min, max)
 
 
 def bf16_triton(x: str) -> str:

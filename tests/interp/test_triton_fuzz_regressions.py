@@ -107,3 +107,16 @@ def test_tensorplay_cpu_layer_norm_of_one_element_keeps_its_own_zero_sign():
     np.testing.assert_array_equal(got, want)
     finite = np.isfinite(want)
     np.testing.assert_array_equal(np.signbit(got[finite]), np.signbit(want[finite]))
+
+
+def test_cpu_clamp_keeps_the_input_on_a_tie():
+    # seeds 6001455 / 6001592: clamp(-0.0, min=0) is -0.0 in torch's CPU clamp (scalar
+    # bounds keep the input on a tie); tl.maximum gave 0.0. NaN inputs and bounds propagate.
+    # (assert_close does not see the sign of a zero: 1 / y does, as +-inf.)
+    x = torch.tensor([-0.0, 0.0, -1.0, 2.0, float("nan"), -0.0, 0.0, 3.0])
+
+    def program(x):
+        return (1 / x.clamp(min=0), 1 / x.clamp(max=-0.0), 1 / x.clamp(min=-0.0, max=0.0),
+                1 / x.bfloat16().clamp(min=0.0), x.clamp(min=float("nan")))
+
+    compiled_equals_eager(program, x)
