@@ -142,7 +142,7 @@ def check(program: Program, backend: str, calls: int = 2) -> Outcome:
                         return Outcome("skip", unstable)
                     masks = [_differ(w2, g2, lv2, lowp) for w2, g2, lv2 in zip(want, got, out_levels)]
                     if all(reason is None or bad is not None for reason, bad in masks):
-                        ill = ill_conditioned(fn, inputs, want, got, [bad for _, bad in masks],
+                        ill = ill_conditioned(program, want, got, [bad for _, bad in masks],
                                               to_numpy)
                         if ill:
                             return Outcome("skip", ill)
