@@ -118,8 +118,16 @@ def pow_triton(a, b):
             return f"tl.where({b} == {b}, 1.0, 1.0)"
         return f"tl.exp2({b} * {math.log2(a)!r})"
     mag = f"tl.exp2({b} * tl.log2(tl.abs({a}) + 0.0))"
-    whole = f"(({b}) == tl.floor({b}))"
-    odd = f"({whole} & (({b}) - 2.0 * tl.floor(({b}) * 0.5) == 1.0))"
+    exponent = _NONFINITE.get(b, b) if isinstance(b, str) else b  # inf arrives as its text
+    if is_scalar(exponent):
+        # decided here: `tl.floor(2.5) & ...` on Python constants fails in Triton's
+        # interpreter (bitwise_and of floats; fuzz seeds 6000000+: 64 regions ran eagerly)
+        whole = repr(_whole(exponent))
+        odd = repr(_whole(exponent) and math.isfinite(exponent) and
+                   exponent - 2.0 * math.floor(exponent * 0.5) == 1.0)
+    else:
+        whole = f"(({b}) == tl.floor({b}))"
+        odd = f"({whole} & (({b}) - 2.0 * tl.floor(({b}) * 0.5) == 1.0))"
     # -0.0 counts as negative for the sign of an odd power (pow(-0.0, -1) == -inf).
     if is_scalar(a):
         if a == 0:
@@ -131,8 +139,20 @@ def pow_triton(a, b):
     finite_neg = f"((({a}) < 0) & (({a}) > float('-inf')))"
     neg = f"tl.where({whole}, {signed}, tl.where({finite_neg}, float('nan'), {mag}))"
     value = f"tl.where({negative}, {neg}, {mag})"
-    one = f"((({b}) == 0) | (({a}) == 1) | ((({a}) == -1) & (tl.abs({b}) == float('inf'))))"
+    if is_scalar(exponent):  # b == 0 took the `small` path above
+        one = f"((({a}) == 1) | (({a}) == -1))" if math.isinf(exponent) else f"(({a}) == 1)"
+    else:
+        one = f"((({b}) == 0) | (({a}) == 1) | ((({a}) == -1) & (tl.abs({b}) == float('inf'))))"
     return f"tl.where({one}, 1.0, {value})"
+
+
+#: Non-finite scalar operands reach the templates as source text (``literal``).
+_NONFINITE = {"float('inf')": math.inf, "float('-inf')": -math.inf, "float('nan')": math.nan}
+
+
+def _whole(b: float) -> bool:
+    """``b == floor(b)`` as the kernel computes it for a tensor exponent (inf counts)."""
+    return math.isinf(b) or (math.isfinite(b) and b == math.floor(b))
 
 
 def clamp(lo_fn, hi_fn, suffix: str = ""):

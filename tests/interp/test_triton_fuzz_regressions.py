@@ -120,3 +120,19 @@ def test_cpu_clamp_keeps_the_input_on_a_tie():
                 1 / x.bfloat16().clamp(min=0.0), x.clamp(min=float("nan")))
 
     compiled_equals_eager(program, x)
+
+
+def test_pow_with_a_python_float_exponent_runs_in_the_kernel():
+    # Triton interp fuzz run (seeds 6000000+): `x ** -3.0`, `x ** 1.5`, `x ** 7` failed in the
+    # interpreter (`tl.floor(-3.0) & ...` on constants: bitwise_and of floats) and 64 regions
+    # ran eagerly; the exponent's integrality is now decided when the kernel is generated.
+    x = torch.tensor([-2.0, 0.5, 0.0, -0.0, 3.0, float("inf"), float("-inf"), float("nan"),
+                      -1.0, 1.0])
+
+    def program(x):
+        return x ** -3.0, x ** 1.5, x ** 7, x ** float("inf"), x ** float("-inf"), x ** -2.5
+
+    gm = compile_graph(tpg.capture(program, x), (x,), backends=["triton"])
+    assert any(n.meta.get("backend") == "triton" for n in gm.graph.nodes)
+    for g, w in zip(gm(x), program(x)):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=0, equal_nan=True)
