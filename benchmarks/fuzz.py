@@ -91,8 +91,10 @@ def run_cell(args: argparse.Namespace, framework: str, backend: str, counts: Cou
                 continue
             done.add(rec["seed"])
             counts[rec["status"]] += 1
-            if rec["status"] == "skip":  # eager rejected the program, or is not deterministic
+            if rec["status"] == "skip":  # eager rejected the program, is not deterministic,
+                # or the program is ill-conditioned (tests/fuzz/fuzz_condition.py)
                 counts["sig:skip: " + rec["signature"].split(":")[1].strip()] += 1
+                counts["ill-conditioned"] += rec["signature"].startswith("skip: ill-conditioned")
             if rec["status"] in ("mismatch", "crash"):
                 counts["sig:" + rec.get("small_signature", rec["signature"])] += 1
                 logger.warning("%s/%s seed %d: %s -> %s", framework, backend, rec["seed"],
@@ -172,12 +174,12 @@ def main() -> None:
         else:
             continue
         break
-    lines = ["| framework | backend | programs | mismatches | crashes | skipped | seconds |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| framework | backend | programs | mismatches | crashes | skipped | of which "
+             "ill-conditioned | seconds |", "|---|---|---|---|---|---|---|---|"]
     for framework, backend, c, secs in rows:
         programs = c["ok"] + c["mismatch"] + c["crash"]
         lines.append(f"| {framework} | {backend} | {programs} | {c['mismatch']} | {c['crash']} | "
-                     f"{c['skip']} | {secs:.0f} |")
+                     f"{c['skip']} | {c['ill-conditioned']} | {secs:.0f} |")
     lines.append("")
     for framework, backend, c, _ in rows:
         for key, n in sorted(((k, v) for k, v in c.items() if k.startswith("sig:")),

@@ -180,3 +180,28 @@ def test_gelu_tail_flushes_to_zero_like_eager(framework):
 
     np.testing.assert_array_equal(np.asarray(tpg.compile(program, backend="reference")(x).tolist()),
                                   np.asarray(program(x).tolist()))
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorplay"])
+@pytest.mark.parametrize("op", ["amax", "amin"])
+def test_extremum_of_signed_zeros_keeps_the_first_like_eager(framework, op):
+    # Fuzz seed 4001303 (TensorPlay): `remainder(int32, -3.0).amax(dim=-2)` over
+    # [-2, -0.0, 0.0, -1]: eager keeps the first of the tied zeros (-0.0); NumPy's amax gave 0.0.
+    # Reduced dims here are short or not innermost, where torch's CPU kernel is scalar too.
+    T = pytest.importorskip(framework)
+    rng = np.random.default_rng(0)
+    zeros = np.where(rng.random((6, 5, 3)) < 0.5, -0.0, 0.0).astype(np.float32)
+    fill = -1.0 if op == "amax" else 1.0
+    a = np.where(rng.random(zeros.shape) < 0.3, fill, zeros).astype(np.float32)
+    x = T.from_numpy(a)
+
+    def program(x):
+        return (getattr(x, op)(dim=-2, keepdim=True), getattr(x, op)(dim=0),
+                getattr(x, op)(dim=[0, 1]))
+
+    want = program(x)
+    got = tpg.compile(program, backend="reference")(x)
+    for w, g in zip(want, got):
+        w, g = as_np(w), as_np(g)
+        np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(np.signbit(g), np.signbit(w))

@@ -109,3 +109,16 @@ def test_indexed_kernel_with_a_0d_operand_compiles_for_hopper():
     compiled = triton.compile(ASTSource(fn, signature, constexprs={args[-1]: 1024}),
                               target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
     assert ".entry" in compiled.asm["ptx"]
+
+
+def test_pow_with_python_number_exponents_compiles_for_hopper():
+    # The exponent's integrality is decided at generation (`tl.where(True, ...)`); inf / nan
+    # exponents arrive as literal text. Found by the Triton interpreter fuzz run (6000000+).
+    def program(b, x):
+        return tuple(b.call(torch.pow, x, e) for e in (-3.0, 1.5, 7, float("inf"), float("nan")))
+
+    steps = plan_region(build(program, torch.randn(4, 8)))
+    assert steps
+    for step in steps:
+        metas = [(tuple(n.meta["tensor_meta"].shape), n.meta["tensor_meta"].stride) for n in step.inputs]
+        assert check_plan(step.plan, metas)["cubin_bytes"] > 0

@@ -157,8 +157,31 @@ def _layer_norm_rows(row, a, normalized_shape, weight=None, bias=None, eps=1e-5)
     mean = row.per_row(f"{row.reduce(x, 'sum', name='sum')} / {n}", name="mean")
     dev = row.let(f"{x} - {mean}", name="dev")
     squares = row.reduce(f"{dev} * {dev}", "sum", name="sq")
-    rstd = row.per_row(f"1.0 / tl.sqrt({squares} / {n} + {row.literal(float(eps))})", name="rstd")
-    return row.let(_affine(row, f"{dev} * {rstd}", weight, bias))
+    var = row.per_row(f"{squares} / {n}", name="var")
+    if row.device_type == "cpu" and row.out_dtype == "float32" and row.n < _CPU_VECTOR_WIDTH:
+        # torch's CPU moments merge the empty vector lanes of a short row into its scalar
+        # moments with mean * mean * 0 (moments_utils.h AddMoments): NaN once mean * mean
+        # overflows (|mean| > 1.8e19), where the two-pass variance is 0 or finite.
+        var = row.per_row(f"tl.where({mean} * {mean} == float('inf'), float('nan'), {var})",
+                          name="var_cpu")
+    rstd = row.per_row(f"1.0 / tl.sqrt({var} + {row.literal(float(eps))})", name="rstd")
+    y = _affine(row, f"{dev} * {rstd}", weight, bias)
+    if bias is None and row.framework == "torch" and (
+            row.device_type == "cpu" or row.n % _CUDA_VECTOR_ELEMS):
+        # torch adds the absent bias as +0.0 (CPU kernel; CUDA's unvectorised kernel, taken
+        # when n % 4 != 0), which turns a -0.0 (x == mean, weight < 0) into +0.0. CUDA's
+        # vectorised kernel (n % 4 == 0, aligned) adds nothing; TensorPlay's CPU kernel
+        # keeps the -0.0 (measured).
+        y = f"({y}) + 0.0"
+    return row.let(y)
+
+
+#: Elements of float32 that torch's CPU layer_norm moments process per vector: 8 (AVX2) or
+#: 16 (AVX-512); rows shorter than the smaller one are all scalar tail on every CPU (the
+#: rule below is measured for TensorPlay 1.0.0's CPU kernel too).
+_CPU_VECTOR_WIDTH = 8
+#: torch's CUDA layer_norm takes its vectorised kernel only when n is a multiple of this.
+_CUDA_VECTOR_ELEMS = 4
 
 
 def _rms_norm_rows(row, a, normalized_shape, weight=None, eps=None):

@@ -175,7 +175,7 @@ _record("where", signature=where, meta=where_meta, spellings=_spell("where"),
         aliases={"condition": "cond", "input": "a", "self": "a", "other": "b"})
 _record("clamp", signature=clamp, meta=clamp_meta,
         spellings=_spell("clamp", extra=("tensorplay:clip", "torch:clip", "method:clip")),
-        reference=low.clamp_ref, triton=low.clamp("tl.maximum", "tl.minimum", low.NAN_ALL),
+        reference=low.clamp_ref, triton=low.clamp_triton,
         tilelang=low.clamp(low.tl_keep("<"), low.tl_keep(">")),
         declines={"tilelang": low.clamp_tilelang_declines,
                   "reference": low.clamp_scalar_bounds_declines,

@@ -118,8 +118,16 @@ def pow_triton(a, b):
             return f"tl.where({b} == {b}, 1.0, 1.0)"
         return f"tl.exp2({b} * {math.log2(a)!r})"
     mag = f"tl.exp2({b} * tl.log2(tl.abs({a}) + 0.0))"
-    whole = f"(({b}) == tl.floor({b}))"
-    odd = f"({whole} & (({b}) - 2.0 * tl.floor(({b}) * 0.5) == 1.0))"
+    exponent = _NONFINITE.get(b, b) if isinstance(b, str) else b  # inf arrives as its text
+    if is_scalar(exponent):
+        # decided here: `tl.floor(2.5) & ...` on Python constants fails in Triton's
+        # interpreter (bitwise_and of floats; fuzz seeds 6000000+: 64 regions ran eagerly)
+        whole = repr(_whole(exponent))
+        odd = repr(_whole(exponent) and math.isfinite(exponent) and
+                   exponent - 2.0 * math.floor(exponent * 0.5) == 1.0)
+    else:
+        whole = f"(({b}) == tl.floor({b}))"
+        odd = f"({whole} & (({b}) - 2.0 * tl.floor(({b}) * 0.5) == 1.0))"
     # -0.0 counts as negative for the sign of an odd power (pow(-0.0, -1) == -inf).
     if is_scalar(a):
         if a == 0:
@@ -131,8 +139,20 @@ def pow_triton(a, b):
     finite_neg = f"((({a}) < 0) & (({a}) > float('-inf')))"
     neg = f"tl.where({whole}, {signed}, tl.where({finite_neg}, float('nan'), {mag}))"
     value = f"tl.where({negative}, {neg}, {mag})"
-    one = f"((({b}) == 0) | (({a}) == 1) | ((({a}) == -1) & (tl.abs({b}) == float('inf'))))"
+    if is_scalar(exponent):  # b == 0 took the `small` path above
+        one = f"((({a}) == 1) | (({a}) == -1))" if math.isinf(exponent) else f"(({a}) == 1)"
+    else:
+        one = f"((({b}) == 0) | (({a}) == 1) | ((({a}) == -1) & (tl.abs({b}) == float('inf'))))"
     return f"tl.where({one}, 1.0, {value})"
+
+
+#: Non-finite scalar operands reach the templates as source text (``literal``).
+_NONFINITE = {"float('inf')": math.inf, "float('-inf')": -math.inf, "float('nan')": math.nan}
+
+
+def _whole(b: float) -> bool:
+    """``b == floor(b)`` as the kernel computes it for a tensor exponent (inf counts)."""
+    return math.isinf(b) or (math.isfinite(b) and b == math.floor(b))
 
 
 def clamp(lo_fn, hi_fn, suffix: str = ""):
@@ -173,8 +193,26 @@ def bf16_bits_triton(x: str) -> str:
 def _emulate_bf16() -> bool:
     """Whether bfloat16 conversions are spelled in integer ops: only for Triton's CPU
     interpreter (``TRITON_INTERPRET=1``), whose casts truncate; GPUs convert natively with
-    round-to-nearest-even, so their kernels keep the native (cheaper) casts."""
+    round-to-nearest-even, so their kernels keep the native (cheaper) casts. The
+    interpreter runs CPU tensors, so it also selects CPU eager's spellings (clamp)."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _triton_keep(op: str):
+    """Triton clamp bound that keeps the input on a tie and propagates a NaN bound."""
+    def render(a, bound):
+        return f"tl.where(({a} {op} {bound}) | ({bound} != {bound}), {bound}, {a})"
+    return render
+
+
+def clamp_triton(a, min=None, max=None):
+    """Triton clamp: under the interpreter (CPU tensors) it keeps the input on a tie, as
+    torch's CPU clamp with scalar bounds does (clamp(-0.0, min=0.0) is -0.0; tl.maximum
+    gives 0.0, seeds 6001455 / 6001592); on GPUs tl.maximum / tl.minimum, the max / min
+    CUDA eager's clamp computes."""
+    if _emulate_bf16():
+        return clamp(_triton_keep("<"), _triton_keep(">"))(a, min, max)
+    return clamp("tl.maximum", "tl.minimum", NAN_ALL)(a, min, max)
 
 
 def bf16_triton(x: str) -> str:

@@ -108,27 +108,26 @@ def reduce(fn: Any, a: Any, axis: Any, keepdims: bool, dtype: Optional[str] = No
     if x.dtype.kind in "ub" and fn is np.sum:
         x = x.astype(np.int64)
     out = fn(x, axis=axis, keepdims=keepdims, **kw)
-    if fn in (np.amax, np.amin) and x.dtype.kind == "f" and x.size and np.any(out == 0):
-        out = _first_zero_sign(x, np.asarray(out), axis, keepdims)
+    if fn in (np.amax, np.amin) and x.dtype.kind == "f":
+        out = _first_zero_sign(x, axis, out)
     return out
 
 
-def _first_zero_sign(x: Any, out: Any, axis: Any, keepdims: bool) -> Any:
-    """``out`` with each zero given the sign of the first zero among its reduced elements.
-
-    Eager's max / min keep the first of equal elements, so ``amax([-0.0, 0.0])`` is -0.0
-    (TensorPlay always; torch's scalar loop), where NumPy's is 0.0 (it keeps the last).
-    """
-    axes = tuple(range(x.ndim)) if axis is None else tuple(
-        sorted(int(d) % x.ndim for d in np.atleast_1d(axis)))
-    kept = x.ndim - len(axes)
-    rows = np.moveaxis(x, axes, tuple(range(kept, x.ndim)))
-    rows = rows.reshape(rows.shape[:kept] + (-1,))
-    first = np.take_along_axis(rows, np.argmax(rows == 0, axis=-1)[..., None], -1)[..., 0]
-    if keepdims:
-        first = np.expand_dims(first, axes)
-    signed = np.copysign(np.zeros_like(out), first.reshape(out.shape))
-    return np.where(out == 0, signed, out)
+def _first_zero_sign(x: np.ndarray, axis: Any, out: Any) -> Any:
+    """``out`` (an amax / amin of ``x``) with each 0 result signed like the FIRST zero of its
+    reduced elements, in row-major order: eager keeps the first of tied extrema (TensorPlay
+    always, torch's CPU kernel wherever it is not vectorised), NumPy keeps either."""
+    out = np.asarray(out)
+    zero = out == 0
+    if not zero.any():
+        return out
+    axes = range(x.ndim) if axis is None else np.atleast_1d(axis)
+    reduced = sorted({int(d) % x.ndim for d in axes})
+    kept = [d for d in range(x.ndim) if d not in reduced]
+    rows = np.transpose(x, kept + reduced).reshape([x.shape[d] for d in kept] + [-1])
+    first = np.take_along_axis(rows, np.argmax(rows == 0, axis=-1)[..., None], axis=-1)
+    negative = np.signbit(first).reshape(out.shape)
+    return np.where(zero, np.where(negative, -0.0, 0.0).astype(out.dtype), out)
 
 
 def pick(a: Any, b: Any, take_b: Any) -> Any:

@@ -5,7 +5,9 @@ A program eager rejects is skipped. Otherwise the compiled function is called tw
 must return the same number of outputs, each of eager's type, dtype and shape, with
 equal values (bitwise for integers and bool, NaN / inf positions equal, per-dtype
 tolerance for floats), and leave the inputs as eager left them. An exception from the
-compiled function is a crash.
+compiled function is a crash. A mismatch is skipped, not reported, when eager itself is
+not deterministic or the program is ill-conditioned (fuzz_condition.py): both are counted
+apart from the programs compared.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
+from fuzz_condition import ill_conditioned
 from fuzz_gen import FLOATS, dtype_name, levels
 from fuzz_program import Program, as_tuple, build_function, repro_source, same_form
 
@@ -61,14 +64,26 @@ def to_numpy(t: Any) -> np.ndarray:
 
 def compare(want: Any, got: Any, level: int, lowp: bool) -> Optional[str]:
     """None when ``got`` matches ``want``; otherwise what differs."""
+    why, bad = _differ(want, got, level, lowp)
+    if why is None or bad is None:
+        return why
+    e, g, name = to_numpy(want), to_numpy(got), dtype_name(want)
+    shown = [tuple(int(i) for i in idx) for idx in np.argwhere(bad)[:4]]
+    pairs = ", ".join(f"{idx}: eager {e[idx]!r} got {g[idx]!r}" for idx in shown)
+    return f"values differ at {int(bad.sum())}/{e.size} elements ({name}): {pairs}"
+
+
+def _differ(want: Any, got: Any, level: int, lowp: bool) -> Tuple[Optional[str], Optional[np.ndarray]]:
+    """(None, None) when ``got`` matches ``want``; else (what differs, the mask of the elements
+    that differ -- None when the type, dtype or shape already differ)."""
     if type(got) is not type(want):
-        return f"type {type(got).__module__}.{type(got).__name__} != eager's {type(want).__name__}"
+        return f"type {type(got).__module__}.{type(got).__name__} != eager's {type(want).__name__}", None
     if dtype_name(got) != dtype_name(want):
-        return f"dtype {dtype_name(got)} != eager's {dtype_name(want)}"
+        return f"dtype {dtype_name(got)} != eager's {dtype_name(want)}", None
     if tuple(got.shape) != tuple(want.shape):
-        return f"shape {tuple(got.shape)} != eager's {tuple(want.shape)}"
+        return f"shape {tuple(got.shape)} != eager's {tuple(want.shape)}", None
     if level >= 3:
-        return None
+        return None, None
     e, g = to_numpy(want), to_numpy(got)
     name = dtype_name(want)
     if name in RESULT_FLOATS:
@@ -84,13 +99,11 @@ def compare(want: Any, got: Any, level: int, lowp: bool) -> Optional[str]:
                 close &= ~((e == 0) & (g == 0) & (np.signbit(e) != np.signbit(g)))
     else:
         close = e == g
-    bad = np.argwhere(~close)
+    bad = ~np.asarray(close, bool).reshape(e.shape)
     allowed = 0 if level < 2 and not (lowp and level >= 1) else max(1, e.size // 50)
-    if len(bad) <= allowed:
-        return None
-    shown = [tuple(int(i) for i in idx) for idx in bad[:4]]
-    pairs = ", ".join(f"{idx}: eager {e[idx]!r} got {g[idx]!r}" for idx in shown)
-    return f"values differ at {len(bad)}/{e.size} elements ({name}): {pairs}"
+    if int(bad.sum()) <= allowed:
+        return None, None
+    return "values differ", bad
 
 
 def check(program: Program, backend: str, calls: int = 2) -> Outcome:
@@ -129,6 +142,12 @@ def check(program: Program, backend: str, calls: int = 2) -> Outcome:
                     unstable = _eager_unstable(fn, inputs, want, out_levels, lowp)
                     if unstable:
                         return Outcome("skip", unstable)
+                    masks = [_differ(w2, g2, lv2, lowp) for w2, g2, lv2 in zip(want, got, out_levels)]
+                    if all(reason is None or bad is not None for reason, bad in masks):
+                        ill = ill_conditioned(program, want, got, [bad for _, bad in masks],
+                                              to_numpy)
+                        if ill:
+                            return Outcome("skip", ill)
                     return Outcome("mismatch", f"output {k}: {why} (call {call})")
             for k, (w, g, lv) in enumerate(zip(eager_in, args, in_levels)):
                 why = compare(w, g, lv, lowp)
@@ -214,11 +233,13 @@ def run_many(programs: List[Program], backend: str, shrink_s: float = 30.0,
              ) -> dict:
     """Check each program; shrink failures (until ``deadline``, a ``time.monotonic()``
     value; later failures are reported unshrunk). Returns counts and the repros."""
-    stats = {"programs": 0, "mismatches": 0, "crashes": 0, "skipped": 0, "failures": []}
+    stats = {"programs": 0, "mismatches": 0, "crashes": 0, "skipped": 0, "ill_conditioned": 0,
+             "failures": []}
     for program in programs:
         outcome = check(program, backend)
         if outcome.status == "skip":
             stats["skipped"] += 1
+            stats["ill_conditioned"] += outcome.detail.startswith("ill-conditioned")
             continue
         stats["programs"] += 1
         if not outcome.failed:

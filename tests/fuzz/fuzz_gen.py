@@ -18,6 +18,7 @@ import random
 import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
+from fuzz_avoid import tensorplay_eager_defect
 from fuzz_program import (InputSpec, Program, Stmt, custom_ops, framework_modules, fuzz_module,
                           make_input)
 
@@ -134,6 +135,9 @@ class Generator:
                 else:
                     value = eval(stmt.code.format(*stmt.args), ns)
                     if not hasattr(value, "dtype") or not hasattr(value, "shape"):
+                        return False
+                    if self.framework == "tensorplay" and tensorplay_eager_defect(
+                            self.T, stmt.code.format(*stmt.args), ns, value):
                         return False
         except Exception:  # noqa: BLE001 - eager rejected the candidate: pick another
             return False

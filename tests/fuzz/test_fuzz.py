@@ -93,3 +93,36 @@ def test_tensorplay_programs_never_write_in_place_through_an_expand():
                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert out.returncode == 0, out.stderr[-500:]
     assert "expand" in out.stdout  # the program still has the expand, without the write
+
+
+def test_tensorplay_programs_never_cast_a_nan_tensorplay_would_lose_to_bfloat16():
+    # Seed 2017613: TensorPlay 1.0.0's float32 -> bfloat16 cast rounds the bits without a NaN
+    # check; the all-ones NaNs of its vectorised sin(inf) became 0.0 (FINDINGS.md item 4).
+    T = pytest.importorskip("tensorplay")
+    import numpy as np
+    from fuzz_avoid import loses_nan_to_bfloat16
+    from fuzz_check import check
+
+    x = T.from_numpy(np.full((40,), np.inf, dtype=np.float32))
+    ns = {"T": T, "x": x}
+    assert loses_nan_to_bfloat16(T, "T.sin(x).bfloat16()", ns, T.sin(x).bfloat16())
+    plain = T.from_numpy(np.full((40,), np.nan, dtype=np.float32))
+    ns["x"] = plain
+    assert not loses_nan_to_bfloat16(T, "x.bfloat16()", ns, plain.bfloat16())
+    program = generate(2017613, "tensorplay")
+    assert check(program, "reference").status == "ok"
+
+
+def test_tensorplay_programs_never_use_a_tensor_tensorplay_mislabels_contiguous():
+    # Seed 6000825: TensorPlay 1.0.0's round() of a transposed int32 tensor keeps the
+    # transposed strides but reports is_contiguous(); `v1 == v4` of two such tensors then
+    # compared memory order as logical order (eager's answer transposed; compiled was right).
+    T = pytest.importorskip("tensorplay")
+    import numpy as np
+    from fuzz_avoid import mislabelled_contiguous
+    from fuzz_check import check
+
+    x = T.from_numpy(np.arange(50, dtype=np.int32).reshape(5, 5, 2)).transpose(-1, -2)
+    assert mislabelled_contiguous(T.round(x)) and not mislabelled_contiguous(x)
+    assert not mislabelled_contiguous(T.round(x.contiguous()))
+    assert check(generate(6000825, "tensorplay"), "reference").status == "ok"

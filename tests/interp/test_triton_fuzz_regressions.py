@@ -62,3 +62,77 @@ def test_sixteen_bit_cpu_layer_norm_of_a_flat_row_matches_eager(dtype):
         return torch.tanh(y) != -0.0, z.reciprocal()
 
     compiled_equals_eager(program, x, w)
+
+
+def test_float32_cpu_layer_norm_of_one_element_signs_zero_like_eager():
+    # seed 2001236: `1 / sin(layer_norm(x, (1,), w))` with w < 0. torch's CPU kernel adds the
+    # absent bias as +0.0 ((x - mean) * rstd * w + 0), turning -0.0 into +0.0; 1 / sin(.)
+    # then gave -inf where eager gives +inf.
+    x = torch.tensor([[1.5], [-2.0], [0.25]])
+    w = torch.tensor([-0.75])
+
+    def program(x, w):
+        f = torch.nn.functional.layer_norm
+        return 1 / torch.sin(f(x, (1,), w)), 1 / f(x * 2, (1,), w * -1), 1 / f(x, (1,))
+
+    compiled_equals_eager(program, x, w)
+
+
+def test_float32_cpu_layer_norm_of_short_rows_overflows_like_eager():
+    # seed 2000830: a one-element row near 3.4e38 (`nan_to_num(-inf)`). torch's CPU kernel
+    # merges its (empty) vector lanes into the scalar moments with mean * mean * 0: NaN once
+    # |mean| passes sqrt(FLT_MAX) ~ 1.8e19, for rows shorter than its vector width.
+    x = torch.tensor([[3.0e38], [-2.0e19], [1.8e19], [5.0], [float("inf")]])
+    rows = torch.tensor([[3.0e38, 3.0e38, 1.0], [2.0e19, 1.0, 1.0], [1.0e19, 1.0e19, 2.0],
+                         [1.0, 2.0, 3.0]])
+
+    def program(x, rows):
+        f = torch.nn.functional.layer_norm
+        return f(x, (1,)), f(x - torch.nan_to_num(-x), (1,)), f(rows, (3,))
+
+    compiled_equals_eager(program, x, rows)
+
+
+def test_tensorplay_cpu_layer_norm_of_one_element_keeps_its_own_zero_sign():
+    # TensorPlay's CPU kernel adds no +0.0 for an absent bias (unlike torch's): -0.0 stays.
+    tp = pytest.importorskip("tensorplay")
+    import numpy as np
+
+    x, w = tp.tensor([[1.5], [-2.0], [3.0e38]]), tp.tensor([-0.75])
+
+    def program(x, w):
+        return (tp.nn.functional.layer_norm(x, (1,), w),)
+
+    got, want = tpg.compile(program, backend="triton")(x, w)[0].numpy(), program(x, w)[0].numpy()
+    np.testing.assert_array_equal(got, want)
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(np.signbit(got[finite]), np.signbit(want[finite]))
+
+
+def test_cpu_clamp_keeps_the_input_on_a_tie():
+    # seeds 6001455 / 6001592: clamp(-0.0, min=0) is -0.0 in torch's CPU clamp (scalar
+    # bounds keep the input on a tie); tl.maximum gave 0.0. NaN inputs and bounds propagate.
+    # (assert_close does not see the sign of a zero: 1 / y does, as +-inf.)
+    x = torch.tensor([-0.0, 0.0, -1.0, 2.0, float("nan"), -0.0, 0.0, 3.0])
+
+    def program(x):
+        return (1 / x.clamp(min=0), 1 / x.clamp(max=-0.0), 1 / x.clamp(min=-0.0, max=0.0),
+                1 / x.bfloat16().clamp(min=0.0), x.clamp(min=float("nan")))
+
+    compiled_equals_eager(program, x)
+
+
+def test_pow_with_a_python_float_exponent_runs_in_the_kernel():
+    # Triton interp fuzz run (seeds 6000000+): `x ** -3.0`, `x ** 1.5`, `x ** 7` failed in the
+    # interpreter (`tl.floor(-3.0) & ...` on constants: bitwise_and of floats) and 64 regions
+    # ran eagerly; the exponent's integrality is now decided when the kernel is generated.
+    x = torch.tensor([-2.0, 0.5, 0.0, -0.0, 3.0, float("inf"), float("-inf"), float("nan"),
+                      -1.0, 1.0])
+
+    def program(x):
+        return x ** -3.0, x ** 1.5, x ** 7, x ** float("inf"), x ** float("-inf"), x ** -2.5
+
+    gm = compile_graph(tpg.capture(program, x), (x,), backends=["triton"])
+    assert any(n.meta.get("backend") == "triton" for n in gm.graph.nodes)
+    for g, w in zip(gm(x), program(x)):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=0, equal_nan=True)

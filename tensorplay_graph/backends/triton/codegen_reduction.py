@@ -55,14 +55,18 @@ class RowOps:
 
     Values are names (or expressions) of compute values; ``n`` is the row length,
     ``in_dtype`` / ``out_dtype`` the storage dtypes of operand ``a`` and of the result,
-    ``dtype`` the compute dtype of the result. Each method emits one statement and
-    returns the new value's name (``name`` is a suffix; none names the result itself).
+    ``dtype`` the compute dtype of the result, ``device_type`` where the kernel runs
+    (``"cpu"`` under Triton's interpreter: eager's CPU kernels are then the reference) and
+    ``framework`` whose eager semantics the program follows (``"torch"`` / ``"tensorplay"``).
+    Each method emits one statement and returns the new value's name (``name`` is a
+    suffix; none names the result itself).
     """
 
     def __init__(self, em: Emitter, out: str, source: str, n: int, in_dtype: str,
-                 out_dtype: str) -> None:
+                 out_dtype: str, device_type: str = "cuda", framework: str = "torch") -> None:
         self.em, self.out, self.source = em, out, source
         self.n, self.in_dtype, self.out_dtype = n, in_dtype, out_dtype
+        self.device_type, self.framework = device_type, framework
         self.dtype = compute_dtype(out_dtype)
 
     def _name(self, name: Optional[str]) -> str:

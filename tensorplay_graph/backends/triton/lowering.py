@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..base import node_framework
 from ...errors import LoweringError
 from ...ir.meta import permuted_strides
 from .codegen_reduction import Emitter, RowOps, emit_rule
@@ -258,7 +259,8 @@ def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int)
             expr = round16_triton(expr, tm.dtype)
         per_row = any(em.per_row.get(var_of.get(v, ""), False) for v in args.values() if is_node(v))
         return em.emit(var, expr, compute_dtype(tm.dtype), src, per_row=per_row)
-    row = RowOps(em, var, src, n, node_meta(args["a"]).dtype, tm.dtype)
+    row = RowOps(em, var, src, n, node_meta(args["a"]).dtype, tm.dtype, tm.device_type,
+                 node_framework(node))
     return emit_rule(row, prim.lowering("triton"), {k: ref(v) for k, v in args.items()})
 
 
