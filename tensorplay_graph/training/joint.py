@@ -232,7 +232,12 @@ class _Backward:
         if node.target is operator.getitem and isinstance(base, Node) and \
                 isinstance(base.meta.get("tensor_meta"), tuple):
             if node in self.grads:  # one element of a tuple result (split, chunk)
-                self.parts.setdefault(base, {})[node.args[1]] = self.grads[node]
+                # ``pieces[-1]`` is element n-1; two reads of one element add up
+                index = node.args[1] % len(base.meta["tensor_meta"])
+                parts = self.parts.setdefault(base, {})
+                old = parts.get(index)
+                parts[index] = self.grads[node] if old is None else \
+                    self.e.add(old, self.grads[node])
             return
         grad = self.grads.get(node)
         parts = self.parts.get(node)
