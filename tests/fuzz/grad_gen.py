@@ -162,7 +162,7 @@ class GradGenerator(Generator):
 
     FAMILIES = [("op_binary", 22), ("op_compare", 4), ("op_where", 6), ("op_unary", 14),
                 ("op_cast", 6), ("op_reduce", 10), ("op_norm", 4), ("op_matmul", 4),
-                ("op_view", 10), ("op_cat", 4), ("op_split", 4), ("op_inplace", 8),
+                ("op_view", 10), ("op_cat", 4), ("op_split", 4), ("op_inplace", 4),
                 ("op_custom", 3), ("op_repeat", 2)]
 
     def choose_outputs(self) -> List[str]:
