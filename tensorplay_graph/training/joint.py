@@ -89,7 +89,31 @@ def _copy_program(gm: Any, args: Sequence[Any]) -> Tuple[Any, List[Node], List[s
             break
         val[node] = graph.node_copy(node, lambda n: val[n])
     graph.output(output)
+    _mark_eager_constants(graph, primals)
     return GraphModule(attrs, graph), primals, names, values, output
+
+
+def _mark_eager_constants(graph: Any, primals: List[Node]) -> None:
+    """``STOP_GRADIENT`` on float values eager autograd did not track (TensorPlay's ``//``
+    and ``sign``: its outputs do not require grad) -- as capture saw them run.
+
+    Why: each framework decides which ops are differentiable; a compiled output must
+    require grad exactly where eager's does. Only graphs whose metas record
+    ``requires_grad`` (some input's is True) say anything about it.
+    """
+    from ..passes.barriers import custom_op_of
+    if not any(getattr(p.meta.get("tensor_meta"), "requires_grad", False) for p in primals):
+        return
+    for node in graph.nodes:
+        meta = node.meta.get("tensor_meta")
+        if node.op not in ("call_function", "call_method") or not isinstance(meta, TensorMeta) \
+                or not meta.is_floating or meta.requires_grad:
+            continue
+        if node.op == "call_function" and custom_op_of(node.target) is not None:
+            continue  # capture ran its register_fake, not the op: its meta says nothing
+        if any(getattr(n.meta.get("tensor_meta"), "requires_grad", False)
+               for n in node.all_input_nodes):
+            node.meta[STOP_GRADIENT] = True
 
 
 def _prepare(jgm: Any, examples: Sequence[Any], framework: Optional[str]) -> None:

@@ -112,7 +112,7 @@ def _forward(ctx: Any, program: "CompiledTraining", *inputs: Any) -> Any:
     if tensors and ctx.others:
         program.track(ctx)
     fixed = [o for i, o in enumerate(outs) if i not in program.differentiable and is_tensor(o)]
-    if fixed:
+    if fixed and program.marks_outputs:
         ctx.mark_non_differentiable(*fixed)
     return outs
 
@@ -152,6 +152,11 @@ class CompiledTraining:
         self._function = _function(joint.framework)
         self._adapter = adapter_for(joint.framework)
         self._contexts: List[Any] = []  # weak references to contexts holding tapes
+        #: TensorPlay 1.0.0's ``mark_non_differentiable`` refuses the forward's results (they
+        #: are leaves while it runs): its non-differentiable outputs are detached after
+        #: ``apply`` instead, which is what eager's are (``requires_grad`` False, no grad_fn).
+        self.marks_outputs = joint.framework == "torch"
+        self._fixed = [i for i in range(len(joint.outputs)) if i not in self.differentiable]
 
     def track(self, ctx: Any) -> None:
         self._contexts.append(weakref.ref(ctx))
@@ -187,6 +192,9 @@ class CompiledTraining:
         outs = self._function.apply(self, *args, *params)
         if not isinstance(outs, (tuple, list)):
             outs = (outs,)
+        if self._fixed and not self.marks_outputs:
+            outs = [o.detach() if i in self._fixed and is_tensor(o) else o
+                    for i, o in enumerate(outs)]
         return map_aggregate(self.joint.template,
                              lambda v: outs[v.index] if isinstance(v, Slot) else v)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -150,6 +150,9 @@ def check_grad(program: Program, entry: str, calls: int = 2, no_grad: bool = Tru
         want = h.run(h.target)
     except Exception as exc:  # noqa: BLE001 - eager's own rejection: not counted
         return Outcome("skip", f"eager raises {type(exc).__name__}: {_first(exc)}")
+    quirk = _frontend_quirk(program, entry, g)
+    if quirk and quirk.startswith("skip: "):
+        return Outcome("skip", quirk[6:])
     before = programs_built()
     try:
         compiled = compile_entry(entry, h.target, program.framework)
@@ -168,12 +171,38 @@ def check_grad(program: Program, entry: str, calls: int = 2, no_grad: bool = Tru
             why = _retained_backward_doubles(got)
             if why:
                 return Outcome("mismatch", why)
-    if no_grad:
+    if no_grad and not quirk:
         why = _no_grad_call(h, compiled, want, levels)
         if why:
             return _unless_unstable(h, want, levels, why)
     reasons = [p.eager_reason for p in programs_since(before) if p.eager_reason]
     return Outcome("ok", f"eager autograd: {reasons[0]}" if reasons else "")
+
+
+def _frontend_quirk(program: Program, entry: str, g: Any) -> Optional[str]:
+    """What TensorPlay 1.0.0's own ``tp.compile`` frontend gets wrong for ``program`` (with
+    any backend, its default one too; tests/fuzz/FINDINGS.md): its first call runs the
+    program three times on the caller's tensors, so writes into them happen three times
+    ("skip: ..."); and it does not guard on grad mode, so a ``no_grad`` call reuses the
+    training graph (its outputs require grad): no ``no_grad`` check there."""
+    if entry != "framework" or program.framework != "tensorplay":
+        return None
+    inputs = [g.env[s.name].value for s in program.inputs]
+    if any(s.out is None and _aliases(g.env[s.args[0]].value, inputs) for s in program.stmts):
+        return "skip: tp.compile's first call writes into its inputs three times"
+    return "no grad-mode guard in tp.compile"
+
+
+def _aliases(t: Any, inputs: List[Any]) -> bool:
+    """Whether ``t``'s first element lies in the memory of one of ``inputs``."""
+    def span(x: Any) -> Tuple[int, int]:
+        last = sum((n - 1) * st for n, st in zip(x.shape, x.stride()) if n > 0)
+        start = x.data_ptr()
+        return start, start + (last + 1) * x.element_size()
+    if not t.numel():
+        return False
+    at = t.data_ptr()
+    return any(x.numel() and span(x)[0] <= at < span(x)[1] for x in inputs)
 
 
 class Levels:
@@ -255,9 +284,11 @@ def _no_grad_call(h: Harness, compiled: Callable[..., Any], want: "Call", levels
         why = compare(e, _plain(g, e), lv, levels.lowp)
         if why:
             return f"no_grad call, output {k}: {why}"
-        if getattr(g, "requires_grad", False) != getattr(e, "requires_grad", False):
-            return f"no_grad call, output {k}: requires_grad {g.requires_grad}, eager " \
-                   f"{e.requires_grad}"
+        got_rg, eager_rg = getattr(g, "requires_grad", False), getattr(e, "requires_grad", False)
+        # TensorPlay 1.0.0's eager .to() / .float() / .contiguous() require grad under
+        # no_grad (tests/fuzz/FINDINGS.md): not requiring it there is what no_grad means
+        if got_rg != eager_rg and not (h.fw == "tensorplay" and eager_rg):
+            return f"no_grad call, output {k}: requires_grad {got_rg}, eager {eager_rg}"
     return None
 
 

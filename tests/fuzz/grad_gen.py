@@ -86,6 +86,16 @@ class GradGenerator(Generator):
     def materialize(self, spec: InputSpec) -> Any:
         return make_grad_input(self.T, spec)
 
+    def try_add(self, stmt) -> bool:
+        if self.framework != "torch" and stmt.out is None and any(
+                getattr(self.env[a].value, "requires_grad", False)
+                for a in stmt.args if a in self.env):
+            # TensorPlay 1.0.0's eager autograd loses in-place writes into (or from) values it
+            # tracks -- zero_, fill_, setitem, copy_, clamp_, mul_(t): wrong eager gradients
+            # (tests/fuzz/FINDINGS.md), so there is no eager answer to compare with.
+            return False
+        return super().try_add(stmt)
+
     def new_input(self, shape, dtype=None) -> InputSpec:
         if dtype is None:
             dtype = self.rng.choice(["float32"] * 7 + ["float16", "bfloat16", "int32", "bool"])
