@@ -89,30 +89,26 @@ def _copy_program(gm: Any, args: Sequence[Any]) -> Tuple[Any, List[Node], List[s
             break
         val[node] = graph.node_copy(node, lambda n: val[n])
     graph.output(output)
-    _mark_eager_constants(graph, primals)
     return GraphModule(attrs, graph), primals, names, values, output
 
 
-def _mark_eager_constants(graph: Any, primals: List[Node]) -> None:
-    """``STOP_GRADIENT`` on float values eager autograd did not track (TensorPlay's ``//``
-    and ``sign``: its outputs do not require grad) -- as capture saw them run.
+#: Float-valued TensorPlay 1.0.0 ops whose eager outputs never require grad.
+_TENSORPLAY_CONSTANT_OPS = frozenset({"sign", "floordiv", "floor_divide"})
+
+
+def _mark_eager_constants(graph: Any, framework: Optional[str]) -> None:
+    """``STOP_GRADIENT`` on float values eager autograd does not track: TensorPlay's ``//``
+    and ``sign`` (their outputs never require grad there; torch's do, with zero gradients).
 
     Why: each framework decides which ops are differentiable; a compiled output must
-    require grad exactly where eager's does. Only graphs whose metas record
-    ``requires_grad`` (some input's is True) say anything about it.
+    require grad exactly where eager's does. (Capture's recorded ``requires_grad`` cannot
+    tell: it is False on values computed from a parameter in some TensorPlay programs.)
     """
-    from ..passes.barriers import custom_op_of
-    if not any(getattr(p.meta.get("tensor_meta"), "requires_grad", False) for p in primals):
+    if framework != "tensorplay":
         return
     for node in graph.nodes:
-        meta = node.meta.get("tensor_meta")
-        if node.op not in ("call_function", "call_method") or not isinstance(meta, TensorMeta) \
-                or not meta.is_floating or meta.requires_grad:
-            continue
-        if node.op == "call_function" and custom_op_of(node.target) is not None:
-            continue  # capture ran its register_fake, not the op: its meta says nothing
-        if any(getattr(n.meta.get("tensor_meta"), "requires_grad", False)
-               for n in node.all_input_nodes):
+        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        if node.op in ("call_function", "call_method") and name in _TENSORPLAY_CONSTANT_OPS:
             node.meta[STOP_GRADIENT] = True
 
 
@@ -142,6 +138,7 @@ def build_joint(gm: Any, args: Sequence[Any]) -> JointGraph:
     jgm, primals, names, values, output = _copy_program(gm, args)
     framework = next((framework_of(v) for v in list(args) + values if is_tensor(v)), None) \
         or graph_framework(jgm.graph)
+    _mark_eager_constants(jgm.graph, framework)
     _prepare(jgm, tuple(args) + tuple(values), framework)
     graph = jgm.graph
     output = graph.output_node().args[0]  # rewrites may have replaced an output node
@@ -174,6 +171,22 @@ def build_joint(gm: Any, args: Sequence[Any]) -> JointGraph:
     graph.output(tuple(leaves) + tuple(g for g in grads if g is not None))
     return JointGraph(jgm, framework, primals, names, tangents, leaves, template,
                       differentiable, grads, builder.opaque)
+
+
+#: Fields of the named tuples ops return (``max(dim)``, ``sort``, ``topk``, ...).
+_FIELDS = {"values": 0, "indices": 1}
+
+
+def _element_index(node: Node) -> Optional[int]:
+    """``i`` when ``node`` reads element ``i`` of its first argument: ``pieces[i]``, or a
+    named field (``x.max(dim).values``, as TensorPlay's graphs spell it); else None."""
+    if node.op != "call_function" or len(node.args) != 2:
+        return None
+    if node.target is operator.getitem and isinstance(node.args[1], int):
+        return node.args[1]
+    if node.target is getattr and node.args[1] in _FIELDS:
+        return _FIELDS[node.args[1]]
+    return None
 
 
 def _plain_meta(node: Node) -> TensorMeta:
@@ -253,11 +266,12 @@ class _Backward:
 
     def _node(self, node: Node) -> None:
         base = node.args[0] if node.args else None
-        if node.target is operator.getitem and isinstance(base, Node) and \
+        index = _element_index(node)
+        if index is not None and isinstance(base, Node) and \
                 isinstance(base.meta.get("tensor_meta"), tuple):
-            if node in self.grads:  # one element of a tuple result (split, chunk)
+            if node in self.grads:  # one element of a tuple result (split, chunk, max)
                 # ``pieces[-1]`` is element n-1; two reads of one element add up
-                index = node.args[1] % len(base.meta["tensor_meta"])
+                index = index % len(base.meta["tensor_meta"])
                 parts = self.parts.setdefault(base, {})
                 old = parts.get(index)
                 parts[index] = self.grads[node] if old is None else \

@@ -149,14 +149,22 @@ class GradGenerator(Generator):
         return self.emit(code, (a,), "exact")
 
     def op_norm(self) -> bool:
+        """``layer_norm``, with a weight and a bias added in most programs."""
         a = self.pick(lambda v: len(v.shape) >= 1 and v.dtype in FLOATS and self.reducible(v))
-        if a is None or self.rng.random() < 0.3:
-            return super().op_norm()
+        if a is None:
+            return False
         n = self.env[a].shape[-1]
-        x = "{0}" if self.framework == "torch" or self.env[a].dtype == "float32" else \
-            "{0}.contiguous()"  # see fuzz_gen.op_norm: TensorPlay 1.0.0's 16-bit expand() rows
+        x, tail = "{0}", ""
+        if self.framework != "torch":
+            # TensorPlay 1.0.0's eager layer_norm backward reads a stride-0 gradient (a sum's)
+            # as if contiguous: garbage (FINDINGS.md); `* 1.0` hands it a fresh one. Its 16-bit
+            # forward of an expand()ed tensor is wrong too (see fuzz_gen.op_norm).
+            x = "{0}" if self.env[a].dtype == "float32" else "{0}.contiguous()"
+            tail = " * 1.0"
+        if self.rng.random() < 0.3:
+            return self.emit(f"(F.layer_norm({x}, ({n},)){tail})", (a,), "reduce")
         w = self.fresh((n,), self.env[a].dtype)
-        if not self.emit(f"F.layer_norm({x}, ({n},), {{1}}, None)", (a, w), "reduce"):
+        if not self.emit(f"(F.layer_norm({x}, ({n},), {{1}}, None){tail})", (a, w), "reduce"):
             return False
         out = self.stmts[-1].out
         b = self.fresh((n,), self.env[a].dtype)

@@ -53,7 +53,7 @@ def grad_repro_source(program: Program, entry: str, note: str = "") -> str:
              f"seed={program.seed}\n"]
     if note:
         parts += ["".join(f"# {line}\n" for line in note.strip().splitlines())]
-    parts += ["from typing import Any, Tuple\n\nimport numpy as np\n", program.header(), "import tensorplay_graph as tpg\n\n\n"]
+    parts += ["from typing import Any, Optional, Tuple\n\nimport numpy as np\n", program.header(), "import tensorplay_graph as tpg\n\n\n"]
     if program.uses_custom_ops():
         parts += [CUSTOM_OPS_SRC.format(fw=program.framework), "\n\n"]
     if "fuzz_gaffine" in program.body():
