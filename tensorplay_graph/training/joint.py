@@ -92,23 +92,24 @@ def _copy_program(gm: Any, args: Sequence[Any]) -> Tuple[Any, List[Node], List[s
     return GraphModule(attrs, graph), primals, names, values, output
 
 
-#: Float-valued TensorPlay 1.0.0 ops whose eager outputs never require grad.
-_TENSORPLAY_CONSTANT_OPS = frozenset({"sign", "floordiv", "floor_divide"})
+#: Ops whose outputs never require grad in eager: everywhere, and in TensorPlay 1.0.0 only.
+_CONSTANT_OPS = frozenset({"detach"})
+_TENSORPLAY_CONSTANT_OPS = _CONSTANT_OPS | {"sign", "floordiv", "floor_divide"}
 
 
 def _mark_eager_constants(graph: Any, framework: Optional[str]) -> None:
-    """``STOP_GRADIENT`` on float values eager autograd does not track: TensorPlay's ``//``
-    and ``sign`` (their outputs never require grad there; torch's do, with zero gradients).
+    """``STOP_GRADIENT`` on float values eager autograd does not track: ``detach()``, and
+    TensorPlay's ``//`` and ``sign`` (their outputs never require grad there; torch's do,
+    with zero gradients).
 
-    Why: each framework decides which ops are differentiable; a compiled output must
-    require grad exactly where eager's does. (Capture's recorded ``requires_grad`` cannot
-    tell: it is False on values computed from a parameter in some TensorPlay programs.)
+    Why: a compiled output must require grad exactly where eager's does. (Capture's
+    recorded ``requires_grad`` cannot tell: it is False on values computed from a parameter
+    in some TensorPlay programs.)
     """
-    if framework != "tensorplay":
-        return
+    names = _TENSORPLAY_CONSTANT_OPS if framework == "tensorplay" else _CONSTANT_OPS
     for node in graph.nodes:
         name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
-        if node.op in ("call_function", "call_method") and name in _TENSORPLAY_CONSTANT_OPS:
+        if node.op in ("call_function", "call_method") and name in names:
             node.meta[STOP_GRADIENT] = True
 
 

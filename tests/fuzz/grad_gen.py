@@ -178,6 +178,7 @@ class GradGenerator(Generator):
             else "fuzz_affine"  # fuzz_affine: no register_autograd (its kernel differentiates)
         return self.emit(f"{op}({{0}}, {self.rng.choice(['2.0', '-0.5', '3.0'])})", (a,), "arith")
 
+    UNARY = Generator.UNARY + [("{0}.detach()", "exact")]
     FAMILIES = [("op_binary", 22), ("op_compare", 4), ("op_where", 6), ("op_unary", 14),
                 ("op_cast", 6), ("op_reduce", 10), ("op_norm", 4), ("op_matmul", 4),
                 ("op_view", 10), ("op_cat", 4), ("op_split", 4), ("op_inplace", 4),
