@@ -141,19 +141,20 @@ def test_module_without_arguments_compiles_ops_without_a_meta_rule():
 
 @pytest.mark.usefixtures("fresh_dynamo")
 def test_torch_compile_allows_retain_graph_with_saved_activations():
-    # AOTAutograd marked saved activations "donated" and refused backward(retain_graph=True)
+    # AOTAutograd marked the saved tanh(x) "donated" and refused backward(retain_graph=True)
     torch = _fw("torch")
 
     def f(x):
-        return (torch.maximum(x, x.sin()) * x).sum()
+        return torch.tanh(x) * 3.0
     compiled = torch.compile(f, backend="tensorplay_graph", options=OPTIONS)
+    weights = torch.from_numpy(X[::-1].copy())
     x = torch.from_numpy(X.copy()).requires_grad_(True)
-    f(x).backward()
+    (f(x) * weights).sum().backward()
     want = x.grad.clone()
     x.grad = None
-    compiled(x).backward()       # the first backward compiles the backward graph
+    (compiled(x) * weights).sum().backward()     # the first backward compiles the backward graph
     x.grad = None
-    loss = compiled(x)
+    loss = (compiled(x) * weights).sum()
     loss.backward(retain_graph=True)
     loss.backward()
     torch.testing.assert_close(x.grad, want * 2)
