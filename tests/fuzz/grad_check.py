@@ -28,6 +28,7 @@ import numpy as np
 from fuzz_check import Outcome, _first, compare
 from fuzz_gen import FLOATS, dtype_name
 from fuzz_program import Program, build_function, framework_modules
+from grad_gen import grad_ops, make_grad_input, replay_grad, requires_grad
 
 ENTRIES = ("reference", "auto", "framework")
 OPTIONS = {"backends": ["reference"]}
@@ -75,7 +76,6 @@ class Harness:
     inputs as parameters; ``run`` calls it on fresh inputs and runs the backward."""
 
     def __init__(self, program: Program) -> None:
-        from grad_gen import grad_ops, make_grad_input, requires_grad
         self.program, self.fw = program, program.framework
         self.T, _ = framework_modules(self.fw)
         self._make = lambda spec: make_grad_input(self.T, spec)
@@ -93,7 +93,9 @@ class Harness:
         self.target = self.module if self.module is not None else self.fn
 
     def leaves(self, args: List[Any]) -> Dict[str, Any]:
-        found = {s.name: a for s, a in zip(self.args_specs, args) if differentiable(a)}
+        """The arguments that require grad as made (a frozen input the program writes a
+        tracked value into requires grad afterwards, but is no leaf) and the parameters."""
+        found = {s.name: a for s, a in zip(self.args_specs, args) if requires_grad(s)}
         for name in self.params:
             found[name] = getattr(self.module, name)
         return found
@@ -139,7 +141,6 @@ def module_source(program: Program, params: List[str]) -> str:
 
 def check_grad(program: Program, entry: str, calls: int = 2, no_grad: bool = True) -> Outcome:
     """Compare the compiled training call through ``entry`` with eager autograd."""
-    from grad_gen import replay_grad
     from tensorplay_graph.training import programs_built, programs_since
     g = replay_grad(program)
     if g is None:
