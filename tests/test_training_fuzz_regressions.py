@@ -101,6 +101,25 @@ def test_values_computed_from_a_detached_tensor_do_not_require_grad(name):
     _matches_eager(f, [X], fw)
 
 
+@pytest.mark.parametrize("name", _frameworks())
+def test_an_input_only_unused_outputs_reach_keeps_grad_none(name):
+    # eager leaves y.grad None when the loss uses no output y reaches; the compiled
+    # backward got zeros for those outputs and gave y a zero gradient
+    fw = _fw(name)
+
+    def f(x, y):
+        return (x * 2, (y * 3).sin(), (x * y).sum())
+    compiled = tpg.compile(f, options=OPTIONS)
+    for fn in (f, compiled, compiled):
+        x, y = (fw.from_numpy(X.copy()).requires_grad_(True) for _ in range(2))
+        fn(x, y)[0].sum().backward()
+        assert y.grad is None and x.grad is not None
+        x.grad = None
+        out = fn(x, y)
+        (out[0].sum() + out[2]).backward()
+        assert y.grad is not None
+
+
 def test_tensorplay_sign_and_floor_division_outputs_do_not_require_grad():
     # TensorPlay's eager sign / `//` results never require grad (torch's do, with zero
     # gradients); compiled ones did, through both of TensorPlay's entry points

@@ -106,6 +106,7 @@ def _forward(ctx: Any, program: "CompiledTraining", *inputs: Any) -> Any:
              for i in range(program.saved_count)]
     tensors = [s for s in saved if is_tensor(s)]
     ctx.program = program
+    ctx.set_materialize_grads(False)  # None: an output the loss did not use (see _backward)
     ctx.layout = [is_tensor(s) for s in saved]
     ctx.others = [s for s in saved if not is_tensor(s)]
     ctx.save_for_backward(*tensors)
@@ -121,17 +122,21 @@ def _backward(ctx: Any, *grads: Any) -> Any:
     program: CompiledTraining = ctx.program
     tensors, others = iter(ctx.saved_tensors), iter(ctx.others)
     saved = [next(tensors) if is_tensor_slot else next(others) for is_tensor_slot in ctx.layout]
-    tangents = []
+    tangents, live = [], 0
     for i in program.joint.differentiable:
         grad = grads[i]
         if grad is None:
             meta = program.joint.outputs[i].meta["tensor_meta"]
             grad = program.zeros(meta)
+        else:
+            live |= 1 << i
         tangents.append(grad)
     found = iter(program.backward(*saved, *tangents))
     out: List[Optional[Any]] = [None]  # the program argument
-    for grad in program.joint.grads:
-        out.append(None if grad is None else next(found))
+    for grad, reach in zip(program.joint.grads, program.reaches):
+        value = None if grad is None else next(found)
+        # eager leaves .grad None for an input whose outputs all went unused
+        out.append(value if reach & live else None)
     return tuple(out)
 
 
@@ -157,6 +162,7 @@ class CompiledTraining:
         #: ``apply`` instead, which is what eager's are (``requires_grad`` False, no grad_fn).
         self.marks_outputs = joint.framework == "torch"
         self._fixed = [i for i in range(len(joint.outputs)) if i not in self.differentiable]
+        self.reaches = _reaches(joint)
 
     def track(self, ctx: Any) -> None:
         self._contexts.append(weakref.ref(ctx))
@@ -200,6 +206,18 @@ class CompiledTraining:
 
     def explain(self) -> str:
         return self.report.explain()
+
+
+def _reaches(joint: Any) -> List[int]:
+    """Per primal, a bit mask of the outputs it reaches in the joint graph (one reverse sweep)."""
+    index = {node: i for i, node in enumerate(joint.outputs)}
+    mask: Dict[Any, int] = {}
+    for node in reversed(list(joint.gm.graph.nodes)):
+        bits = 1 << index[node] if node in index else 0
+        for user in node.users:
+            bits |= mask.get(user, 0)
+        mask[node] = bits
+    return [mask.get(p, 0) for p in joint.primals]
 
 
 def _attr(root: Any, qualname: str) -> Any:
