@@ -177,3 +177,26 @@ def test_torch_compile_allows_retain_graph_with_saved_activations():
     loss.backward(retain_graph=True)
     loss.backward()
     torch.testing.assert_close(x.grad, want * 2)
+
+
+def test_tp_compile_keeps_a_custom_op_that_only_writes_into_its_argument():
+    # TensorPlay's tracer recorded the call as a node without users, and its dead-code
+    # pass dropped it: the write never happened (any backend, TensorPlay's own too)
+    tp = _fw("tensorplay")
+    from tensorplay_graph.library import custom_op
+
+    @custom_op("grad_fuzz_test::bump", mutates_args=("x",))
+    def bump(x: tp.Tensor) -> None:
+        x.add_(1.0)
+
+    @bump.register_fake
+    def _(x):
+        return None
+
+    def f(x):
+        v = x * 2
+        bump(v)
+        return (v,)
+    compiled = tp.compile(f, backend="tensorplay_graph", options=OPTIONS)
+    for _ in range(2):
+        np.testing.assert_array_equal(_np(compiled(tp.from_numpy(X.copy()))[0]), X * 2 + 1)
