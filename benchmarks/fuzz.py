@@ -7,7 +7,7 @@
 ``--grad`` fuzzes training instead (tests/fuzz/grad_gen.py, grad_check.py): random
 differentiable programs, compiled forward + backward vs eager autograd, through the training
 entry points ``reference`` / ``auto`` / ``framework`` (torch.compile or tp.compile), or
-``rotate`` (program ``seed`` through entry point ``seed % 3``).
+``rotate`` (each program through one: ``grad_check.entry_for``, as the CI test does).
 
 Prints programs / mismatches / crashes / skipped per framework x backend and writes
 each failing program's minimal (shrunk) repro to ``--out`` (one self-contained
@@ -50,10 +50,10 @@ def worker(args: argparse.Namespace) -> None:
         big = args.big_every > 0 and seed % args.big_every == 0
         print(json.dumps({"start": seed}), flush=True)
         if args.grad:
-            from grad_check import ENTRIES, check_grad
+            from grad_check import check_grad, entry_for
             from grad_gen import generate_grad
             from grad_repro import grad_repro_source, shrink_grad
-            entry = ENTRIES[seed % len(ENTRIES)] if backend == "rotate" else backend
+            entry = entry_for(seed) if backend == "rotate" else backend
             program = generate_grad(seed, args.framework)
             run = lambda p: check_grad(p, entry)  # noqa: E731
             small_of = lambda p, o: shrink_grad(p, entry, o, args.shrink_s)  # noqa: E731
@@ -170,7 +170,7 @@ def main() -> None:
     p.add_argument("--timeout-s", type=int, default=300, help="per program, counted as a crash")
     p.add_argument("--grad", action="store_true",
                    help="fuzz training (forward + backward) through the entry points "
-                        "reference / auto / framework, or rotate (seed % 3 picks one)")
+                        "reference / auto / framework, or rotate (grad_check.entry_for)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--start", type=int, help=argparse.SUPPRESS)
     p.add_argument("--stop", type=int, help=argparse.SUPPRESS)

@@ -154,17 +154,16 @@ class GradGenerator(Generator):
         if a is None:
             return False
         n = self.env[a].shape[-1]
-        x, tail = "{0}", ""
+        x, weight, tail = "{0}", "{1}", ""
         if self.framework != "torch":
-            # TensorPlay 1.0.0's eager layer_norm backward reads a stride-0 gradient (a sum's)
-            # as if contiguous: garbage (FINDINGS.md); `* 1.0` hands it a fresh one. Its 16-bit
-            # forward of an expand()ed tensor is wrong too (see fuzz_gen.op_norm).
-            x = "{0}" if self.env[a].dtype == "float32" else "{0}.contiguous()"
-            tail = " * 1.0"
+            # TensorPlay 1.0.0's eager layer_norm backward reads a strided input / weight and a
+            # stride-0 gradient (a sum's) as if contiguous: wrong gradients (FINDINGS.md).
+            # `.contiguous()` and `* 1.0` hand it contiguous ones.
+            x, weight, tail = "{0}.contiguous()", "{1}.contiguous()", " * 1.0"
         if self.rng.random() < 0.3:
             return self.emit(f"(F.layer_norm({x}, ({n},)){tail})", (a,), "reduce")
         w = self.fresh((n,), self.env[a].dtype)
-        if not self.emit(f"(F.layer_norm({x}, ({n},), {{1}}, None){tail})", (a, w), "reduce"):
+        if not self.emit(f"(F.layer_norm({x}, ({n},), {weight}, None){tail})", (a, w), "reduce"):
             return False
         out = self.stmts[-1].out
         b = self.fresh((n,), self.env[a].dtype)

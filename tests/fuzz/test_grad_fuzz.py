@@ -1,7 +1,7 @@
 """Differential gradient fuzzing: random differentiable programs, compiled training == eager.
 
 A fixed seed set per framework, each program through one training entry point (see
-``entry_for``); ``TPG_GRAD_FUZZ_N`` / ``TPG_GRAD_FUZZ_SEED`` widen it, and
+``grad_check.entry_for``); ``TPG_GRAD_FUZZ_N`` / ``TPG_GRAD_FUZZ_SEED`` widen it, and
 ``python benchmarks/fuzz.py --grad`` is the long mode. Each failure is shrunk to a minimal
 self-contained repro, listed in the assertion message.
 """
@@ -14,21 +14,12 @@ import pytest
 
 from fuzz_check import run_and_report
 from fuzz_program import Program, Stmt
-from grad_check import check_grad
+from grad_check import check_grad, entry_for
 from grad_gen import generate_grad
 from grad_repro import grad_repro_source
 
 BUDGET = {"torch": 100, "tensorplay": 100}
-#: torch.compile's first call (Dynamo + AOTAutograd) costs ~1.5 s: one program in eight.
-FRAMEWORK_EVERY = 8
 SHRINK_S, SHRINK_TOTAL_S = 5.0, 8.0
-
-
-def entry_for(seed: int) -> str:
-    """The training entry point program ``seed`` goes through in CI."""
-    if seed % FRAMEWORK_EVERY == 0:
-        return "framework"
-    return "reference" if seed % 2 else "auto"
 
 
 def frameworks():
