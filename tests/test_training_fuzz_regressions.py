@@ -200,3 +200,17 @@ def test_tp_compile_keeps_a_custom_op_that_only_writes_into_its_argument():
     compiled = tp.compile(f, backend="tensorplay_graph", options=OPTIONS)
     for _ in range(2):
         np.testing.assert_array_equal(_np(compiled(tp.from_numpy(X.copy()))[0]), X * 2 + 1)
+
+
+@pytest.mark.parametrize("name", _frameworks())
+@pytest.mark.parametrize("op", ["minimum", "maximum"])
+def test_extremum_gradient_next_to_nan_follows_each_framework(name, op):
+    # torch gives both sides the gradient where one is NaN, TensorPlay neither (torch seed
+    # 100161: minimum(cat([v, v ** x1, v]), x4) with NaN from a negative base)
+    fw = _fw(name)
+    a = np.array([np.nan, 1.0, 2.0, 3.0, np.nan, -1.0], dtype=np.float32)
+    b = np.array([1.0, np.nan, 2.0, 1.0, np.nan, 0.5], dtype=np.float32)
+
+    def f(x, y):
+        return (getattr(fw, op)(x, y) * 2.0,)
+    _matches_eager(f, [a, b], fw)

@@ -45,10 +45,7 @@ def _mul(e, g, out, a, b):
 @rule("div")
 def _div(e, g, out, a, b, rounding_mode=None):
     if rounding_mode is not None:
-        # piecewise constant: eager's gradient is zeros (a tensor, not None; exact zeros
-        # even where g is inf / NaN)
-        zero = e.where(e.ne(g, g), 0.0, 0.0)
-        return {"a": zero if _is_node(a) else None, "b": zero if _is_node(b) else None}
+        return {}  # floor / trunc division is piecewise constant: zero gradient, as in eager
     ga = e.div(g, b) if _is_node(a) else None
     gb = e.neg(e.div(e.mul(g, out), b)) if _is_node(b) else None
     return {"a": ga, "b": gb}
