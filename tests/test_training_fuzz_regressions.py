@@ -71,13 +71,17 @@ def test_split_pieces_read_by_negative_index_or_twice_get_their_gradient(name):
 
 
 @pytest.mark.parametrize("name", _frameworks())
-def test_rounding_division_gives_a_zero_gradient_tensor_as_eager(name):
-    # eager's .grad is a tensor of zeros; the compiled backward left it None
+def test_locally_constant_ops_give_a_zero_gradient_tensor_as_eager(name):
+    # rounding division, `x ** 0`: eager's .grad is a tensor of zeros; ours was None
     fw = _fw(name)
 
     def f(x, y):
         return (fw.div(x, -1.5, rounding_mode="trunc") * 3, fw.div(x, y, rounding_mode="floor"))
     _matches_eager(f, [X, X[0] + 4.0], fw)
+
+    def g(x, w):  # TensorPlay seed 100093: `(v @ w) ** -0.0`
+        return ((x @ w) ** -0.0, x ** 0)
+    _matches_eager(g, [X, X.T.copy()], fw)
 
 
 def test_tensorplay_program_with_a_non_differentiable_output_trains_compiled():
