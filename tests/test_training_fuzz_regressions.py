@@ -218,3 +218,15 @@ def test_extremum_gradient_next_to_nan_follows_each_framework(name, op):
     def f(x, y):
         return (getattr(fw, op)(x, y) * 2.0,)
     _matches_eager(f, [a, b], fw)
+
+
+@pytest.mark.parametrize("name", _frameworks())
+def test_clamp_gradient_at_nan_follows_each_framework(name):
+    # TensorPlay passes the gradient through clamp where the input is NaN, torch does not
+    # (TensorPlay seed 101801: `log(x).clamp(min=0)` with x < 0)
+    fw = _fw(name)
+    a = np.array([np.nan, -1.0, 0.5, 3.0, 1.0], dtype=np.float32)
+
+    def f(x):
+        return (x.clamp(min=0.0) * 2, x.clamp(max=1.0), x.clamp(min=-0.5, max=1.0) * 3)
+    _matches_eager(f, [a], fw)

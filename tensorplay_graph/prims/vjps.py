@@ -116,9 +116,11 @@ def _clamp(e, g, out, a, min=None, max=None):
     if _is_node(min) or _is_node(max):
         raise NotDifferentiable("clamp with tensor bounds")
     mask = None
-    for bound, test in ((min, e.ge), (max, e.le)):
+    # torch passes g where min <= a <= max; TensorPlay where a is not outside (NaN too)
+    tests = ((min, e.ge), (max, e.le)) if e.framework == "torch" else ((min, e.lt), (max, e.gt))
+    for bound, test in tests:
         if bound is not None:
-            inside = test(a, bound)
+            inside = test(a, bound) if e.framework == "torch" else e.logical_not(test(a, bound))
             mask = inside if mask is None else e.logical_and(mask, inside)
     return {"a": g if mask is None else e.where(mask, g, 0.0)}
 
