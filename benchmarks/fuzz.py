@@ -2,6 +2,12 @@
 
     python benchmarks/fuzz.py --n 20000 --framework torch --backend reference
     python benchmarks/fuzz.py --n 500 --framework all --backend reference auto tilelang interpreter
+    python benchmarks/fuzz.py --grad --n 2000 --framework all --backend rotate
+
+``--grad`` fuzzes training instead (tests/fuzz/grad_gen.py, grad_check.py): random
+differentiable programs, compiled forward + backward vs eager autograd, through the training
+entry points ``reference`` / ``auto`` / ``framework`` (torch.compile or tp.compile), or
+``rotate`` (each program through one: ``grad_check.entry_for``, as the CI test does).
 
 Prints programs / mismatches / crashes / skipped per framework x backend and writes
 each failing program's minimal (shrunk) repro to ``--out`` (one self-contained
@@ -31,7 +37,7 @@ logger = logging.getLogger("fuzz")
 
 def worker(args: argparse.Namespace) -> None:
     """Check seeds [start, stop) and print one JSON line per event (parent parses them)."""
-    from fuzz_check import check, shrink
+    from fuzz_check import Outcome, check, shrink
     from fuzz_gen import generate
     from fuzz_program import repro_source
 
@@ -39,25 +45,40 @@ def worker(args: argparse.Namespace) -> None:
         raise TimeoutError(f"program took longer than {args.timeout_s} s")
 
     signal.signal(signal.SIGALRM, timeout)
-    out, args.backend = Path(args.out), args.backend[0]
+    out, backend = Path(args.out), args.backend[0]
     for seed in range(args.start, args.stop):
         big = args.big_every > 0 and seed % args.big_every == 0
         print(json.dumps({"start": seed}), flush=True)
-        program = generate(seed, args.framework, big=big)
+        if args.grad:
+            from grad_check import check_grad, entry_for
+            from grad_gen import generate_grad
+            from grad_repro import grad_repro_source, shrink_grad
+            entry = entry_for(seed) if backend == "rotate" else backend
+            program = generate_grad(seed, args.framework)
+            run = lambda p: check_grad(p, entry)  # noqa: E731
+            small_of = lambda p, o: shrink_grad(p, entry, o, args.shrink_s)  # noqa: E731
+            source = lambda p, note: grad_repro_source(p, entry, note)  # noqa: E731
+        else:
+            entry = backend
+            program = generate(seed, args.framework, big=big)
+            run = lambda p: check(p, backend)  # noqa: E731
+            small_of = lambda p, o: shrink(p, backend, o, args.shrink_s)  # noqa: E731
+            source = lambda p, note: repro_source(p, backend, note)  # noqa: E731
         print(json.dumps({"generated": seed}), flush=True)  # eager ran every statement
         signal.alarm(args.timeout_s)
         try:
-            outcome = check(program, args.backend)
+            outcome = run(program)
         except TimeoutError as exc:
-            from fuzz_check import Outcome
             outcome = Outcome("crash", f"TimeoutError: {exc}")
         finally:
             signal.alarm(0)
         record = {"seed": seed, "status": outcome.status, "signature": outcome.signature()}
+        if outcome.status == "ok" and outcome.detail:  # trained through eager autograd
+            record["eager"] = outcome.signature()
         if outcome.failed:
-            small, small_outcome = shrink(program, args.backend, outcome, args.shrink_s)
-            name = f"{args.framework}-{args.backend}-{seed}.py"
-            (out / name).write_text(repro_source(small, args.backend, small_outcome.detail))
+            small, small_outcome = small_of(program, outcome)
+            name = f"{args.framework}-{entry}-{seed}.py"
+            (out / name).write_text(source(small, small_outcome.detail))
             record.update(repro=name, small_signature=small_outcome.signature())
         print(json.dumps(record), flush=True)
 
@@ -76,7 +97,7 @@ def run_cell(args: argparse.Namespace, framework: str, backend: str, counts: Cou
         cmd = [sys.executable, __file__, "--worker", "--framework", framework, "--backend", backend,
                "--start", str(seed), "--stop", str(chunk_stop), "--out", args.out,
                "--shrink-s", str(args.shrink_s), "--big-every", str(args.big_every),
-               "--timeout-s", str(args.timeout_s)]
+               "--timeout-s", str(args.timeout_s)] + (["--grad"] if args.grad else [])
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         last_started, done, generated = None, set(), set()
         for line in proc.stdout.splitlines():
@@ -91,6 +112,9 @@ def run_cell(args: argparse.Namespace, framework: str, backend: str, counts: Cou
                 continue
             done.add(rec["seed"])
             counts[rec["status"]] += 1
+            if "eager" in rec:
+                counts["eager"] += 1
+                counts["sig:" + rec["eager"]] += 1
             if rec["status"] == "skip":  # eager rejected the program, is not deterministic,
                 # or the program is ill-conditioned (tests/fuzz/fuzz_condition.py)
                 counts["sig:skip: " + rec["signature"].split(":")[1].strip()] += 1
@@ -146,6 +170,9 @@ def main() -> None:
                         "tilelang / auto, never otherwise)")
     p.add_argument("--chunk", type=int, default=250, help="programs per child process")
     p.add_argument("--timeout-s", type=int, default=300, help="per program, counted as a crash")
+    p.add_argument("--grad", action="store_true",
+                   help="fuzz training (forward + backward) through the entry points "
+                        "reference / auto / framework, or rotate (grad_check.entry_for)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--start", type=int, help=argparse.SUPPRESS)
     p.add_argument("--stop", type=int, help=argparse.SUPPRESS)
@@ -175,11 +202,13 @@ def main() -> None:
             continue
         break
     lines = ["| framework | backend | programs | mismatches | crashes | skipped | of which "
-             "ill-conditioned | seconds |", "|---|---|---|---|---|---|---|---|"]
+             "ill-conditioned | seconds |" + (" eager autograd |" if args.grad else ""),
+             "|---|---|---|---|---|---|---|---|" + ("---|" if args.grad else "")]
     for framework, backend, c, secs in rows:
         programs = c["ok"] + c["mismatch"] + c["crash"]
         lines.append(f"| {framework} | {backend} | {programs} | {c['mismatch']} | {c['crash']} | "
-                     f"{c['skip']} | {c['ill-conditioned']} | {secs:.0f} |")
+                     f"{c['skip']} | {c['ill-conditioned']} | {secs:.0f} |"
+                     + (f" {c['eager']} |" if args.grad else ""))
     lines.append("")
     for framework, backend, c, _ in rows:
         for key, n in sorted(((k, v) for k, v in c.items() if k.startswith("sig:")),

@@ -75,7 +75,11 @@ class TensorPlayAdapter(FrameworkAdapter):
     def foreign_capture(self, op: Any, args: tuple, kwargs: dict) -> Any:
         utils = self.loaded_module("tensorplay.graph._utils")
         if utils is not None and utils.capturing():
-            return utils.capture_call(op, args, kwargs)
+            proxy = utils.capture_call(op, args, kwargs)
+            if proxy is not None and getattr(op, "mutates_args", None):
+                # its writes are its effect: TensorPlay's dead-code pass must keep the node
+                proxy.node.meta["side_effect"] = True
+            return proxy
         return None
 
     def holds_foreign_proxy(self, values: Any) -> bool:

@@ -79,7 +79,9 @@ def _symbolic_meta(value: Any) -> Any:
 def shape_prop(gm: Any, *example_inputs: Any) -> Any:
     """Fill ``meta["tensor_meta"]``: from meta rules, running (part of) the graph on
     ``example_inputs`` only where no meta is known and no rule applies (module docstring)."""
-    if example_inputs:
+    graph = getattr(gm, "graph", gm)
+    # A program without placeholders is fully given: () are all its example inputs.
+    if example_inputs or not any(n.op == "placeholder" for n in graph.nodes):
         from .shape_prop_data import KnownMetaPropagator
         KnownMetaPropagator(gm, example_inputs).run()
     else:

@@ -27,6 +27,12 @@ def _is_node(value: Any) -> bool:
     return hasattr(value, "meta") and hasattr(value, "users")
 
 
+def _zero_gradient(e, g):
+    """Eager's gradient of a locally constant op: a tensor of exact zeros (not None, so
+    ``.grad`` is a tensor as in eager; zeros even where ``g`` is inf / NaN)."""
+    return e.where(e.ne(g, g), 0.0, 0.0)
+
+
 # ----------------------------------------------------------------------------- arithmetic
 
 @rule("add", "sub")
@@ -44,8 +50,9 @@ def _mul(e, g, out, a, b):
 
 @rule("div")
 def _div(e, g, out, a, b, rounding_mode=None):
-    if rounding_mode is not None:
-        return {}  # floor / trunc division is piecewise constant: zero gradient, as in eager
+    if rounding_mode is not None:  # piecewise constant
+        zero = _zero_gradient(e, g)
+        return {"a": zero if _is_node(a) else None, "b": zero if _is_node(b) else None}
     ga = e.div(g, b) if _is_node(a) else None
     gb = e.neg(e.div(e.mul(g, out), b)) if _is_node(b) else None
     return {"a": ga, "b": gb}
@@ -68,7 +75,7 @@ def _pow(e, g, out, a, b):
         if _is_node(b):
             grads["a"] = e.mul(e.mul(g, b), e.pow(a, e.sub(b, 1.0)))
         elif b == 0:
-            grads["a"] = None
+            grads["a"] = _zero_gradient(e, g)
         else:
             power = e.pow(a, b - 1) if b - 1 != 1 else a
             grads["a"] = e.mul(e.mul(g, power), float(b))
@@ -89,6 +96,11 @@ def _extremum(e, g, out, a, b):
         raise NotDifferentiable("maximum / minimum of a scalar")
     pick = e.gt if out.meta["prim"].name == "maximum" else e.lt
     half = e.mul(g, 0.5)  # eager splits the gradient evenly on ties
+    if e.framework == "torch":
+        # torch masks out the side that loses: next to a NaN neither loses, both get g
+        return {"a": e.where(e.eq(a, b), half, e.where(pick(b, a), 0.0, g)),
+                "b": e.where(e.eq(a, b), half, e.where(pick(a, b), 0.0, g))}
+    # TensorPlay passes g to the side that wins: next to a NaN neither wins
     return {"a": e.where(pick(a, b), g, e.where(e.eq(a, b), half, 0.0)),
             "b": e.where(pick(b, a), g, e.where(e.eq(a, b), half, 0.0))}
 
@@ -104,9 +116,11 @@ def _clamp(e, g, out, a, min=None, max=None):
     if _is_node(min) or _is_node(max):
         raise NotDifferentiable("clamp with tensor bounds")
     mask = None
-    for bound, test in ((min, e.ge), (max, e.le)):
+    # torch passes g where min <= a <= max; TensorPlay where a is not outside (NaN too)
+    tests = ((min, e.ge), (max, e.le)) if e.framework == "torch" else ((min, e.lt), (max, e.gt))
+    for bound, test in tests:
         if bound is not None:
-            inside = test(a, bound)
+            inside = test(a, bound) if e.framework == "torch" else e.logical_not(test(a, bound))
             mask = inside if mask is None else e.logical_and(mask, inside)
     return {"a": g if mask is None else e.where(mask, g, 0.0)}
 

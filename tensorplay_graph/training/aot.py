@@ -126,6 +126,8 @@ def _lower_half(program: TrainingProgram, kind: str, aten_gm: Any, inputs: Seque
     from .decompositions import drop_detaches, views_as_reshapes
     from .torch_bridge import restore_ops
 
+    if kind == "backward":
+        _keep_saved_buffers()
     drop_detaches(aten_gm)
     views_as_reshapes(aten_gm)
     gm = import_fx_graph(aten_gm)
@@ -135,6 +137,22 @@ def _lower_half(program: TrainingProgram, kind: str, aten_gm: Any, inputs: Seque
     runner = build_runner(gm, inputs, backends=backends, options=options)
     program.attach(kind, runner, gm)
     return runner
+
+
+def _keep_saved_buffers() -> None:
+    """Declare that our backward overwrites no saved activation (no donated buffers).
+
+    Why: AOTAutograd marks saved activations "donated" for Inductor's backward to reuse and
+    then refuses ``backward(retain_graph=True)`` ("non-empty donated buffers"), which eager
+    allows. Our backward reuses none of them, so the program gives nothing up. torch reads
+    the list (``fw_metadata.bw_donated_idxs``) right after the backward compile we are in;
+    ``None`` (``donated_buffer=False`` at compile time) would fail its check as well.
+    """
+    from torch._guards import TracingContext
+    context = TracingContext.try_get()
+    metadata = getattr(context, "fw_metadata", None)
+    if metadata is not None and hasattr(metadata, "bw_donated_idxs"):
+        metadata.bw_donated_idxs = []
 
 
 def _eager_autograd(program: TrainingProgram, fx_gm: Any, example_inputs: Sequence[Any],

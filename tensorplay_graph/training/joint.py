@@ -92,6 +92,27 @@ def _copy_program(gm: Any, args: Sequence[Any]) -> Tuple[Any, List[Node], List[s
     return GraphModule(attrs, graph), primals, names, values, output
 
 
+#: Ops whose outputs never require grad in eager: everywhere, and in TensorPlay 1.0.0 only.
+_CONSTANT_OPS = frozenset({"detach"})
+_TENSORPLAY_CONSTANT_OPS = _CONSTANT_OPS | {"sign", "floordiv", "floor_divide"}
+
+
+def _mark_eager_constants(graph: Any, framework: Optional[str]) -> None:
+    """``STOP_GRADIENT`` on float values eager autograd does not track: ``detach()``, and
+    TensorPlay's ``//`` and ``sign`` (their outputs never require grad there; torch's do,
+    with zero gradients).
+
+    Why: a compiled output must require grad exactly where eager's does. (Capture's
+    recorded ``requires_grad`` cannot tell: it is False on values computed from a parameter
+    in some TensorPlay programs.)
+    """
+    names = _TENSORPLAY_CONSTANT_OPS if framework == "tensorplay" else _CONSTANT_OPS
+    for node in graph.nodes:
+        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        if node.op in ("call_function", "call_method") and name in names:
+            node.meta[STOP_GRADIENT] = True
+
+
 def _prepare(jgm: Any, examples: Sequence[Any], framework: Optional[str]) -> None:
     from ..passes.functionalize import functionalize
     from ..passes.normalize import normalize
@@ -118,6 +139,7 @@ def build_joint(gm: Any, args: Sequence[Any]) -> JointGraph:
     jgm, primals, names, values, output = _copy_program(gm, args)
     framework = next((framework_of(v) for v in list(args) + values if is_tensor(v)), None) \
         or graph_framework(jgm.graph)
+    _mark_eager_constants(jgm.graph, framework)
     _prepare(jgm, tuple(args) + tuple(values), framework)
     graph = jgm.graph
     output = graph.output_node().args[0]  # rewrites may have replaced an output node
@@ -150,6 +172,22 @@ def build_joint(gm: Any, args: Sequence[Any]) -> JointGraph:
     graph.output(tuple(leaves) + tuple(g for g in grads if g is not None))
     return JointGraph(jgm, framework, primals, names, tangents, leaves, template,
                       differentiable, grads, builder.opaque)
+
+
+#: Fields of the named tuples ops return (``max(dim)``, ``sort``, ``topk``, ...).
+_FIELDS = {"values": 0, "indices": 1}
+
+
+def _element_index(node: Node) -> Optional[int]:
+    """``i`` when ``node`` reads element ``i`` of its first argument: ``pieces[i]``, or a
+    named field (``x.max(dim).values``, as TensorPlay's graphs spell it); else None."""
+    if node.op != "call_function" or len(node.args) != 2:
+        return None
+    if node.target is operator.getitem and isinstance(node.args[1], int):
+        return node.args[1]
+    if node.target is getattr and node.args[1] in _FIELDS:
+        return _FIELDS[node.args[1]]
+    return None
 
 
 def _plain_meta(node: Node) -> TensorMeta:
@@ -229,10 +267,16 @@ class _Backward:
 
     def _node(self, node: Node) -> None:
         base = node.args[0] if node.args else None
-        if node.target is operator.getitem and isinstance(base, Node) and \
+        index = _element_index(node)
+        if index is not None and isinstance(base, Node) and \
                 isinstance(base.meta.get("tensor_meta"), tuple):
-            if node in self.grads:  # one element of a tuple result (split, chunk)
-                self.parts.setdefault(base, {})[node.args[1]] = self.grads[node]
+            if node in self.grads:  # one element of a tuple result (split, chunk, max)
+                # ``pieces[-1]`` is element n-1; two reads of one element add up
+                index = index % len(base.meta["tensor_meta"])
+                parts = self.parts.setdefault(base, {})
+                old = parts.get(index)
+                parts[index] = self.grads[node] if old is None else \
+                    self.e.add(old, self.grads[node])
             return
         grad = self.grads.get(node)
         parts = self.parts.get(node)

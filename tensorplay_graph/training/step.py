@@ -106,17 +106,14 @@ def _forward(ctx: Any, program: "CompiledTraining", *inputs: Any) -> Any:
              for i in range(program.saved_count)]
     tensors = [s for s in saved if is_tensor(s)]
     ctx.program = program
+    ctx.set_materialize_grads(False)  # None: an output the loss did not use (see _backward)
     ctx.layout = [is_tensor(s) for s in saved]
     ctx.others = [s for s in saved if not is_tensor(s)]
     ctx.save_for_backward(*tensors)
     if tensors and ctx.others:
         program.track(ctx)
     fixed = [o for i, o in enumerate(outs) if i not in program.differentiable and is_tensor(o)]
-    if fixed and type(fixed[0]).__module__.startswith("tensorplay"):
-        # TensorPlay refuses to mark a leaf (an output computed without autograd: a cast of
-        # an input next to a module's output); __call__ detaches those outputs instead.
-        fixed = [o for o in fixed if not o.is_leaf]
-    if fixed:
+    if fixed and program.marks_outputs:
         ctx.mark_non_differentiable(*fixed)
     return outs
 
@@ -125,17 +122,21 @@ def _backward(ctx: Any, *grads: Any) -> Any:
     program: CompiledTraining = ctx.program
     tensors, others = iter(ctx.saved_tensors), iter(ctx.others)
     saved = [next(tensors) if is_tensor_slot else next(others) for is_tensor_slot in ctx.layout]
-    tangents = []
+    tangents, live = [], 0
     for i in program.joint.differentiable:
         grad = grads[i]
         if grad is None:
             meta = program.joint.outputs[i].meta["tensor_meta"]
             grad = program.zeros(meta)
+        else:
+            live |= 1 << i
         tangents.append(grad)
     found = iter(program.backward(*saved, *tangents))
     out: List[Optional[Any]] = [None]  # the program argument
-    for grad in program.joint.grads:
-        out.append(None if grad is None else next(found))
+    for grad, reach in zip(program.joint.grads, program.reaches):
+        value = None if grad is None else next(found)
+        # eager leaves .grad None for an input whose outputs all went unused
+        out.append(value if reach & live else None)
     return tuple(out)
 
 
@@ -156,6 +157,12 @@ class CompiledTraining:
         self._function = _function(joint.framework)
         self._adapter = adapter_for(joint.framework)
         self._contexts: List[Any] = []  # weak references to contexts holding tapes
+        #: TensorPlay 1.0.0's ``mark_non_differentiable`` refuses the forward's results (they
+        #: are leaves while it runs): its non-differentiable outputs are detached after
+        #: ``apply`` instead, which is what eager's are (``requires_grad`` False, no grad_fn).
+        self.marks_outputs = joint.framework == "torch"
+        self._fixed = [i for i in range(len(joint.outputs)) if i not in self.differentiable]
+        self.reaches = _reaches(joint)
 
     def track(self, ctx: Any) -> None:
         self._contexts.append(weakref.ref(ctx))
@@ -191,13 +198,26 @@ class CompiledTraining:
         outs = self._function.apply(self, *args, *params)
         if not isinstance(outs, (tuple, list)):
             outs = (outs,)
-        outs = tuple(o.detach() if i not in self.differentiable and is_tensor(o)
-                     and o.requires_grad else o for i, o in enumerate(outs))
+        if self._fixed and not self.marks_outputs:
+            outs = [o.detach() if i in self._fixed and is_tensor(o) else o
+                    for i, o in enumerate(outs)]
         return map_aggregate(self.joint.template,
                              lambda v: outs[v.index] if isinstance(v, Slot) else v)
 
     def explain(self) -> str:
         return self.report.explain()
+
+
+def _reaches(joint: Any) -> List[int]:
+    """Per primal, a bit mask of the outputs it reaches in the joint graph (one reverse sweep)."""
+    index = {node: i for i, node in enumerate(joint.outputs)}
+    mask: Dict[Any, int] = {}
+    for node in reversed(list(joint.gm.graph.nodes)):
+        bits = 1 << index[node] if node in index else 0
+        for user in node.users:
+            bits |= mask.get(user, 0)
+        mask[node] = bits
+    return [mask.get(p, 0) for p in joint.primals]
 
 
 def _attr(root: Any, qualname: str) -> Any:

@@ -177,17 +177,19 @@ def _first(exc: BaseException) -> str:
     return text[0][:300] if text else ""
 
 
-def shrink(program: Program, backend: str, outcome: Outcome, budget_s: float = 60.0
-           ) -> Tuple[Program, Outcome]:
-    """Greedily drop statements / outputs / input quirks while the same kind of failure stays."""
+def shrink(program: Program, backend: str, outcome: Outcome, budget_s: float = 60.0,
+           checker: Optional[Callable[[Program], Outcome]] = None) -> Tuple[Program, Outcome]:
+    """Greedily drop statements / outputs / input quirks while the same kind of failure stays
+    (``checker``: how a candidate is checked; default :func:`check` on ``backend``)."""
     deadline = time.monotonic() + budget_s
     kind = _kind(outcome)
+    checker = checker or (lambda p: check(p, backend))
 
     def still(p: Optional[Program]) -> Optional[Outcome]:
         if p is None or time.monotonic() > deadline:
             return None
         p = p.pruned_inputs()
-        o = check(p, backend)
+        o = checker(p)
         return o if o.failed and _kind(o) == kind else None
 
     best, best_outcome = program, outcome
@@ -229,14 +231,19 @@ def _kind(o: Outcome) -> str:
 
 def run_many(programs: List[Program], backend: str, shrink_s: float = 30.0,
              deadline: Optional[float] = None,
-             on_failure: Optional[Callable[[Program, Outcome, str], None]] = None
-             ) -> dict:
+             on_failure: Optional[Callable[[Program, Outcome, str], None]] = None,
+             checker: Optional[Callable[[Program], Outcome]] = None,
+             repro: Optional[Callable[[Program, str], str]] = None) -> dict:
     """Check each program; shrink failures (until ``deadline``, a ``time.monotonic()``
-    value; later failures are reported unshrunk). Returns counts and the repros."""
+    value; later failures are reported unshrunk). Returns counts and the repros.
+    ``checker`` / ``repro`` (program, note): another checker (default :func:`check` on
+    ``backend``) and its repro writer."""
+    checker = checker or (lambda p: check(p, backend))
+    repro = repro or (lambda p, note: repro_source(p, backend, note))
     stats = {"programs": 0, "mismatches": 0, "crashes": 0, "skipped": 0, "ill_conditioned": 0,
              "failures": []}
     for program in programs:
-        outcome = check(program, backend)
+        outcome = checker(program)
         if outcome.status == "skip":
             stats["skipped"] += 1
             stats["ill_conditioned"] += outcome.detail.startswith("ill-conditioned")
@@ -246,24 +253,25 @@ def run_many(programs: List[Program], backend: str, shrink_s: float = 30.0,
             continue
         stats["mismatches" if outcome.status == "mismatch" else "crashes"] += 1
         budget = shrink_s if deadline is None else min(shrink_s, deadline - time.monotonic())
-        small, small_outcome = shrink(program, backend, outcome, budget) if budget > 0 else (
-            program, outcome)
-        repro = repro_source(small, backend, small_outcome.detail)
-        stats["failures"].append((small_outcome, repro))
+        small, small_outcome = shrink(program, backend, outcome, budget, checker) \
+            if budget > 0 else (program, outcome)
+        source = repro(small, small_outcome.detail)
+        stats["failures"].append((small_outcome, source))
         if on_failure:
-            on_failure(small, small_outcome, repro)
+            on_failure(small, small_outcome, source)
     return stats
 
 
 def run_and_report(label: str, programs: List[Program], backend: str, shrink_s: float,
-                   shrink_total_s: float) -> dict:
+                   shrink_total_s: float, checker: Optional[Callable[[Program], Outcome]] = None,
+                   repro: Optional[Callable[[Program, str], str]] = None) -> dict:
     """``run_many`` for a test: fails it (with every minimal repro) on a mismatch or a crash,
     or when fewer than 90% of the programs ran (generation runs every statement eagerly, so
     skips mean the generator broke). Returns the counts."""
     import pytest
 
     stats = run_many(programs, backend, shrink_s=shrink_s,
-                     deadline=time.monotonic() + shrink_total_s)
+                     deadline=time.monotonic() + shrink_total_s, checker=checker, repro=repro)
     n = len(programs)
     assert stats["programs"] >= 0.9 * n, f"only {stats['programs']} of {n} programs ran: {stats}"
     if stats["failures"]:

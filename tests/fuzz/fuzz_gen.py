@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 import warnings
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from fuzz_avoid import tensorplay_eager_defect
 from fuzz_program import (InputSpec, Program, Stmt, custom_ops, framework_modules, fuzz_module,
@@ -112,6 +112,10 @@ class Generator:
         drop = r.randint(0, len(out)) if r.random() < 0.3 else 0
         return tuple(out[drop:])
 
+    def materialize(self, spec: InputSpec) -> Any:
+        """The framework tensor for ``spec`` (a subclass may mark it requiring grad)."""
+        return make_input(self.T, spec.shape, spec.dtype, spec.seed, spec.special, spec.layout)
+
     # -- statement execution --------------------------------------------------------
     def try_add(self, stmt: Stmt) -> bool:
         """Run ``stmt`` eagerly on the current values; keep it if eager accepts it."""
@@ -124,8 +128,7 @@ class Generator:
         ns.update({k: v.value for k, v in self.env.items()})
         pending = self.pending
         if pending is not None:
-            ns[pending.name] = make_input(self.T, pending.shape, pending.dtype, pending.seed,
-                                          pending.special, pending.layout)
+            ns[pending.name] = self.materialize(pending)
         self.pending = None
         try:
             with warnings.catch_warnings():
@@ -409,8 +412,7 @@ class Generator:
         for _ in range(r.randint(1, 3)):
             spec = self.new_input(shape if r.random() < 0.7 else self.broadcast_partner(shape))
             self.inputs.append(spec)
-            self.env[spec.name] = Var(make_input(self.T, spec.shape, spec.dtype, spec.seed,
-                                                 spec.special, spec.layout), 0, is_input=True)
+            self.env[spec.name] = Var(self.materialize(spec), 0, is_input=True)
         target = r.randint(3, 30)
         if self.wide:
             families = self.WIDE_BIG_FAMILIES if self.big else self.WIDE_FAMILIES
@@ -421,14 +423,18 @@ class Generator:
         while len(self.stmts) < target and attempts < target * 10:
             attempts += 1
             getattr(self, r.choices(names, weights)[0])()
-        produced = [s.out for s in self.stmts if s.out is not None]
-        outputs = produced[-1:]
-        extra = [n for n in produced[:-1] if r.random() < 0.15]
-        outputs = list(dict.fromkeys(extra[:2] + outputs)) or [self.inputs[0].name]
+        outputs = self.choose_outputs()
         meta = {"big": self.big}
         if self.wide and not self.big:
             meta["ret"] = fuzz_gen_shapes.return_form(self)
         return Program(self.framework, self.inputs, self.stmts, outputs, self.seed, meta)
+
+    def choose_outputs(self) -> List[str]:
+        """The last value produced, and a few earlier ones."""
+        produced = [s.out for s in self.stmts if s.out is not None]
+        outputs = produced[-1:]
+        extra = [n for n in produced[:-1] if self.rng.random() < 0.15]
+        return list(dict.fromkeys(extra[:2] + outputs)) or [self.inputs[0].name]
 
 
 # The wide mode's extra statement kinds live in their own modules (fuzz_gen_more, _shapes).
@@ -443,17 +449,26 @@ def generate(seed: int, framework: str, big: bool = False, wide: bool = True) ->
     return Generator(seed, framework, big, wide).generate()
 
 
-def levels(program: Program) -> Optional[Tuple[List[int], List[int], bool]]:
-    """Exactness levels of the outputs and of the inputs after the program, and whether any
-    value is float16 / bfloat16, by replaying the program eagerly (None: eager fails)."""
-    g = Generator(program.seed, program.framework)
+def replay(program: Program, make: Callable[[int, str], Generator] = Generator
+           ) -> Optional[Generator]:
+    """A generator (``make(seed, framework)``) that ran ``program``'s statements eagerly
+    (None: eager fails); its ``env`` holds every value with its exactness level."""
+    g = make(program.seed, program.framework)
     for spec in program.inputs:
         g.inputs.append(spec)
-        g.env[spec.name] = Var(make_input(g.T, spec.shape, spec.dtype, spec.seed, spec.special,
-                                          spec.layout), 0, is_input=True)
+        g.env[spec.name] = Var(g.materialize(spec), 0, is_input=True)
     for stmt in program.stmts:
         if not g.try_add(stmt):
             return None
+    return g
+
+
+def levels(program: Program) -> Optional[Tuple[List[int], List[int], bool]]:
+    """Exactness levels of the outputs and of the inputs after the program, and whether any
+    value is float16 / bfloat16, by replaying the program eagerly (None: eager fails)."""
+    g = replay(program)
+    if g is None:
+        return None
     lowp = any(v.dtype in ("float16", "bfloat16") for v in g.env.values())
     return ([g.env[o].level for o in program.outputs],
             [g.env[i.name].level for i in program.inputs], lowp)

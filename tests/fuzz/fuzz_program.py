@@ -190,14 +190,17 @@ class Program:
         return replace(self, inputs=[i for i in self.inputs if i.name in used])
 
 
-def build_function(program: Program) -> Tuple[Callable[..., Any], Callable[[], list]]:
-    """``(program function, fresh-inputs factory)`` exec'd from the program's source."""
+def build_function(program: Program, extra: Optional[Dict[str, Any]] = None
+                   ) -> Tuple[Callable[..., Any], Callable[[], list]]:
+    """``(program function, fresh-inputs factory)`` exec'd from the program's source
+    (``extra``: more names its statements use, e.g. further custom ops)."""
     T, F = framework_modules(program.framework)
     namespace: Dict[str, Any] = {"T": T, "F": F, "make_input": make_input, "np": np}
     if program.uses_custom_ops():
         namespace.update(custom_ops(program.framework))
     if program.uses_module():
         namespace["fuzz_mod"] = fuzz_module(program.framework)
+    namespace.update(extra or {})
     source = program.body()
     filename = f"<fuzz-program-{abs(hash(source))}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
