@@ -123,11 +123,14 @@ def framework_frontend(fn: Any, error: Exception, backends: BackendSpec,
     options = dict(options)
     if backends != AUTO:
         options.setdefault("backends", list(backends))
-    frontends = {"torch": ("dynamo", torch_backend), "tensorplay": ("tensorplay", tensorplay_backend)}
+    frontends = {"torch": ("dynamo", _torch_backend),
+                 "tensorplay": ("tensorplay", tensorplay_backend)}
     if framework not in frontends:
         raise error
     frontend, backend = frontends[framework]
-    return frontend, adapter_for(framework).compile(fn, backend, options, dynamic)
+    compiled = adapter_for(framework).compile(fn, backend, options, dynamic)
+    keep_opaque_to_dynamo()  # Dynamo is loaded now and has not traced yet
+    return frontend, compiled
 
 
 def _framework_of_program(fn: Any) -> Optional[str]:
@@ -311,7 +314,7 @@ def tensorplay_backend(gm: Any, example_inputs: Sequence[Any], *,
     return _ArgumentBinder(runner, [str(n) for n in names], placeholder_defaults(gm))
 
 
-def torch_backend(gm: Any, example_inputs: Sequence[Any], *,
+def _torch_backend(gm: Any, example_inputs: Sequence[Any], *,
                   options: Optional[Dict[str, Any]] = None, **framework_kwargs: Any
                   ) -> Callable[..., Any]:
     """``torch.compile(fn, backend="tensorplay_graph", options={...})``.
@@ -321,7 +324,6 @@ def torch_backend(gm: Any, example_inputs: Sequence[Any], *,
     """
     from .capture.importers import import_fx_graph
     from .training import aot_backend, needs_autograd
-    keep_opaque_to_dynamo()  # ops defined before Dynamo was loaded
     options = check_options(options)
     backends = _requested_backends(AUTO, options)
     if needs_autograd(gm, example_inputs):
@@ -393,3 +395,14 @@ def _attr(gm: Any, qualname: str) -> Any:
 
 
 keep_opaque_to_dynamo()
+
+
+def __getattr__(name: str) -> Any:
+    """``torch_backend``, served on each lookup: Dynamo resolves ``backend="tensorplay_graph"``
+    through this attribute (its entry point) before it traces, the last moment to mark custom
+    ops defined before Dynamo was loaded as ``allow_in_graph`` (else Dynamo inlines
+    ``CustomOpDef.__call__`` and breaks the graph at the op)."""
+    if name == "torch_backend":
+        keep_opaque_to_dynamo()
+        return _torch_backend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
