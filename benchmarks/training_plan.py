@@ -169,6 +169,7 @@ def plan(gm, inputs):
 def ours(model, ids):
     """Our joint graph for the step: its split, saved values and the plan of both halves."""
     from tensorplay_graph.capture import capture
+    from tensorplay_graph.ir.graph_module import get_attr_path
     from tensorplay_graph.training.joint import build_joint
     from tensorplay_graph.training.mincut import split_joint
 
@@ -180,7 +181,7 @@ def ours(model, ids):
     joint = build_joint(captured, (ids,))
     split = split_joint(joint)
     build_s = time.perf_counter() - start
-    primals = [ids] + [_attr(captured, n) for n in joint.params]
+    primals = [ids] + [get_attr_path(captured, n) for n in joint.params]
     with torch.no_grad():
         results = split.forward(*primals)
     produced = iter(results[len(joint.outputs):])
@@ -194,12 +195,6 @@ def ours(model, ids):
             "recomputed": len(split.recomputed), "joint_build_s": round(build_s, 2),
             "forward": plan(split.forward, primals),
             "backward": plan(split.backward, saved + tangents)}
-
-
-def _attr(root, qualname):
-    for part in qualname.split("."):
-        root = getattr(root, part)
-    return root
 
 
 def run(name, tokens, layers=None):

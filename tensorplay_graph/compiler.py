@@ -56,6 +56,7 @@ from .frameworks import adapter_for, device_type, framework_of, is_tensor, loade
 from .library.registry import keep_opaque_to_dynamo
 from .options import check_backend_names, check_options
 from .progress import progress
+from .ir.graph_module import get_attr_path
 
 logger = logging.getLogger("tensorplay_graph.compile")
 
@@ -287,7 +288,7 @@ def copy_graph_module(gm: Any) -> Any:
     from .ir import Graph, GraphModule
     graph = Graph()
     graph.output(graph.graph_copy(gm.graph, {}))
-    attrs = {n.target: _attr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
+    attrs = {n.target: get_attr_path(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
     return GraphModule(attrs, graph) if attrs else GraphModule({}, graph)
 
 
@@ -385,13 +386,6 @@ def _device_of(values: Sequence[Any]) -> str:
 
 def _cuda_available() -> bool:
     return adapter_for("torch").cuda_available()
-
-
-def _attr(gm: Any, qualname: str) -> Any:
-    value = gm
-    for part in qualname.split("."):
-        value = getattr(value, part)
-    return value
 
 
 keep_opaque_to_dynamo()

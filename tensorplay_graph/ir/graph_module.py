@@ -48,7 +48,8 @@ class _AttrHolder:
         return f"_AttrHolder({', '.join(sorted(vars(self)))})"
 
 
-def _get_attr_path(root: Any, qualname: str) -> Any:
+def get_attr_path(root: Any, qualname: str) -> Any:
+    """``root.a.b`` for ``qualname`` ``"a.b"`` (a parameter, buffer or submodule path)."""
     value = root
     for atom in qualname.split("."):
         value = getattr(value, atom)
@@ -113,7 +114,7 @@ class GraphModule:
                 value = root[node.target]
             else:
                 try:
-                    value = _get_attr_path(root, node.target)
+                    value = get_attr_path(root, node.target)
                 except AttributeError as exc:
                     raise AttributeError(
                         f"node {node.name}: get_attr target {node.target!r} does not exist on "
@@ -143,7 +144,7 @@ class GraphModule:
 
     def _has_attr(self, qualname: str) -> bool:
         try:
-            _get_attr_path(self, qualname)
+            get_attr_path(self, qualname)
         except AttributeError:
             return False
         return True

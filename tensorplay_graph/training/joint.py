@@ -23,6 +23,7 @@ from ..prims.emit import OPAQUE, Emitter, NotDifferentiable
 from .functional import STOP_GRADIENT, emit_cat, simplify, vjp_rule
 from .opaque import OpaqueForward, Slot, tape_backward, tape_value
 from .slices import slice_span
+from ..ir.graph_module import get_attr_path
 
 __all__ = ["JointGraph", "NeedsEager", "build_joint"]
 
@@ -47,12 +48,6 @@ class JointGraph:
     opaque: List[str] = field(default_factory=list)
 
 
-def _attr(root: Any, qualname: str) -> Any:
-    for part in qualname.split("."):
-        root = getattr(root, part)
-    return root
-
-
 def _floating(meta: Any) -> bool:
     if isinstance(meta, TensorMeta):
         return meta.is_floating
@@ -71,7 +66,7 @@ def _copy_program(gm: Any, args: Sequence[Any]) -> Tuple[Any, List[Node], List[s
             primals.append(val[node])
     for node in gm.graph.nodes:
         if node.op == "get_attr":
-            value = _attr(gm, node.target)
+            value = get_attr_path(gm, node.target)
             if is_tensor(value) and value.requires_grad:
                 val[node] = graph.placeholder(node.name)
                 val[node].meta = dict(node.meta, tensor_meta=tensor_meta(value))

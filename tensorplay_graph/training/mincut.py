@@ -20,6 +20,7 @@ from ..ir.meta import TensorMeta
 from ..ir.node import Node
 from .joint import JointGraph
 from .opaque import tape_value
+from ..ir.graph_module import get_attr_path
 
 __all__ = ["SplitProgram", "split_joint"]
 
@@ -138,7 +139,7 @@ def split_joint(joint: JointGraph) -> SplitProgram:
     graph = joint.gm.graph
     nodes = [n for n in graph.nodes if n.op != "output"]
     saved = choose_saved(joint)
-    attrs = {n.target: _attr(joint.gm, n.target) for n in nodes if n.op == "get_attr"}
+    attrs = {n.target: get_attr_path(joint.gm, n.target) for n in nodes if n.op == "get_attr"}
 
     fw, fmap = Graph(), {}
     for p in joint.primals:
@@ -169,9 +170,4 @@ def split_joint(joint: JointGraph) -> SplitProgram:
                         [n.name for n in saved], sum(_bytes(n) for n in saved), recomputed,
                         saved_primals)
 
-
-def _attr(root: Any, qualname: str) -> Any:
-    for part in qualname.split("."):
-        root = getattr(root, part)
-    return root
 

@@ -21,6 +21,7 @@ from ..frameworks import adapter_for, is_tensor
 from ..ir.node import map_aggregate
 from .opaque import Slot
 from .report import TrainingProgram
+from ..ir.graph_module import get_attr_path
 
 logger = logging.getLogger("tensorplay_graph.compile")
 
@@ -194,7 +195,7 @@ class CompiledTraining:
     def __call__(self, *args: Any) -> Any:
         if self._contexts:
             self.release_spent_tapes()
-        params = [_attr(self.captured, name) for name in self.joint.params]
+        params = [get_attr_path(self.captured, name) for name in self.joint.params]
         outs = self._function.apply(self, *args, *params)
         if not isinstance(outs, (tuple, list)):
             outs = (outs,)
@@ -219,8 +220,3 @@ def _reaches(joint: Any) -> List[int]:
         mask[node] = bits
     return [mask.get(p, 0) for p in joint.primals]
 
-
-def _attr(root: Any, qualname: str) -> Any:
-    for part in qualname.split("."):
-        root = getattr(root, part)
-    return root

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
 from .launcher import SpecializedLaunch
+from ...ir.graph_module import get_attr_path
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +211,7 @@ def training_halves(step: Any, *inputs: Any) -> List[tuple]:
     captured = capture(step, *inputs)
     joint = build_joint(captured, tuple(inputs))
     split = split_joint(joint)
-    primals = list(inputs) + [_attribute(captured, n) for n in joint.params]
+    primals = list(inputs) + [get_attr_path(captured, n) for n in joint.params]
     with torch.no_grad():
         results = split.forward(*primals)
     produced = iter(results[len(joint.outputs):])
@@ -220,8 +221,3 @@ def training_halves(step: Any, *inputs: Any) -> List[tuple]:
     tangents = [torch.ones_like(results[i]) for i in joint.differentiable]
     return [("forward", split.forward, primals), ("backward", split.backward, saved + tangents)]
 
-
-def _attribute(root: Any, qualname: str) -> Any:
-    for part in qualname.split("."):
-        root = getattr(root, part)
-    return root
