@@ -24,7 +24,7 @@ from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 
-from fuzz_program import Program, build_function
+from fuzz_program import Program, as_tuple, build_function
 
 #: Perturbed eager runs, and the largest perturbation in float32 ulps.
 TRIES, MAX_ULPS = 6, 4
@@ -96,7 +96,7 @@ def eager_moves(variant: Callable, rng: np.random.Generator, want: tuple, got: t
         args = inputs()
         _perturb_inputs(args, rng, to_numpy)
         try:
-            again = fn(*args)
+            again = as_tuple(fn(*args))  # a dict / list / bare return, flattened as check() does
         except Exception:  # noqa: BLE001 - eager rejects a perturbed input: no verdict
             return None
         for k, (w, a) in enumerate(zip(want, again)):
