@@ -120,7 +120,8 @@ class IndexedKernel:
     def _is_block(self, expr: str) -> bool:
         """Whether ``expr`` varies across the block (reads ``offs`` or a value derived from it);
         otherwise it is one scalar for the whole program (a constant coordinate)."""
-        return any(name in self.block_vars for name in re.findall(r"[A-Za-z_]\w*", expr))
+        names = re.findall(r"(?<![.\w])[A-Za-z_]\w*", expr)
+        return any(name in self.block_vars for name in names)
 
     def value(self, node: Any, coords: Tuple[str, ...], mask: str) -> str:
         key = (node, coords, mask)
