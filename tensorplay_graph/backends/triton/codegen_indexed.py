@@ -24,7 +24,7 @@ from ...prims.lowering import IndexMap
 from .codegen_common import INDENT, load_expr, signature_lines, stmt_lines, store_line
 from .codegen_pointwise import KernelSource
 from .codegen_reduction import Emitter
-from .kernel_desc import check_ident, compute_dtype
+from .kernel_desc import TL_DTYPES, check_ident, compute_dtype
 
 Shape = Tuple[int, ...]
 
@@ -141,6 +141,10 @@ class IndexedKernel:
         metas = {k: _metas(v) for k, v in args.items()}
         sources = rule.rule(list(coords), tuple(tm.shape), **metas)
         out_dtype = compute_dtype(tm.dtype)
+        if not sources:  # every piece empty (cat of x[1:] with one row): so is the output
+            return self.em.emit(self.namer(node.name),
+                                f"tl.zeros([BLOCK_SIZE], {TL_DTYPES[out_dtype]})", out_dtype,
+                                node.name)
         picks: List[Tuple[Optional[str], str]] = []
         for src in sources:
             operand = args[src.operand] if src.item is None else args[src.operand][src.item]
