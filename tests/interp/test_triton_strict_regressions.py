@@ -84,3 +84,16 @@ def test_reduction_of_a_transposed_or_broadcast_operand():
     t = torch.randint(-9, 9, (6, 8), generator=g).t()
     compiled_equals_eager(program, t, torch.randint(-9, 9, (5,), generator=g),
                           torch.randint(-9, 9, (5, 5), generator=g))
+
+
+def test_cat_of_1d_empty_tensors_along_dim_1_is_declined():
+    # seed 6000745: torch's cat skips 1-d empty tensors whatever `dim` says; the index rule
+    # rejects dim 1 of a 1-d tensor, so supports() declines it (named) rather than claiming
+    # a region that cannot compile.
+    def program(x):
+        return torch.cat([x, x], dim=1) + 1
+
+    x = torch.randn(0).half()
+    assert "index rule does not map" in str(tpg.explain(program, x, backend="triton"))
+    got, want = tpg.compile(program, backend="triton")(x), program(x)
+    assert got.dtype == want.dtype and got.shape == want.shape
