@@ -3,6 +3,7 @@
 Runs WITHOUT the interpreter: triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 32)).
 """
 
+import operator
 import os
 import sys
 
@@ -122,3 +123,28 @@ def test_pow_with_python_number_exponents_compiles_for_hopper():
     for step in steps:
         metas = [(tuple(n.meta["tensor_meta"].shape), n.meta["tensor_meta"].stride) for n in step.inputs]
         assert check_plan(step.plan, metas)["cubin_bytes"] > 0
+
+
+def test_strict_fuzz_kernels_compile_for_hopper():
+    # Strict-lowering fuzz findings (6000000+): a constant-index view broadcast (one scalar
+    # load, no block mask), an all-empty cat (a zeros block), a column amin / amax of a
+    # value named `where` (its NaN epilogue).
+    def indexed(b, x, f, e):
+        pick = b.call(torch.where, x, f, b.call(operator.getitem, f, (slice(1, None),)))
+        empty = b.call(torch.cat, [b.call(operator.getitem, e, (slice(1, None),))] * 2, 0)
+        return pick, b.call(torch.mul, empty, 2.0)
+
+    def columns(b, w):
+        v = b.call(torch.where, b.call(torch.gt, w, 0), w, 0.0)
+        return b.call(torch.amin, v, -2), b.call(torch.amax, v, -2)
+
+    regions = [build(indexed, torch.tensor([True, False]), torch.randn(2), torch.randn(1, 5)),
+               build(columns, torch.randn(3, 64, 2))]
+    kinds = set()
+    for region in regions:
+        for step in plan_region(region):
+            kinds.add(type(step.plan).__name__)
+            metas = [(tuple(n.meta["tensor_meta"].shape), n.meta["tensor_meta"].stride)
+                     for n in step.inputs]
+            assert check_plan(step.plan, metas)["cubin_bytes"] > 0
+    assert kinds == {"IndexedPlan", "KernelPlan"}

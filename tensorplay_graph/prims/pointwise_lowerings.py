@@ -199,9 +199,11 @@ def _emulate_bf16() -> bool:
 
 
 def _triton_keep(op: str):
-    """Triton clamp bound that keeps the input on a tie and propagates a NaN bound."""
+    """Triton clamp bound that keeps the input on a tie and propagates a NaN bound. Two
+    ``tl.where`` rather than ``|``: the interpreter cannot ``|`` a block with a 0-d bound
+    (a loaded scalar: TypeError from numpy's bitwise_or, seed 6000330)."""
     def render(a, bound):
-        return f"tl.where(({a} {op} {bound}) | ({bound} != {bound}), {bound}, {a})"
+        return f"tl.where({a} {op} {bound}, {bound}, tl.where({bound} != {bound}, {bound}, {a}))"
     return render
 
 

@@ -131,7 +131,7 @@ class TritonBackend:
             why = check_static(value.meta["tensor_meta"].shape)
             if why:
                 return why
-        why = record_declines(self.name, node)
+        why = record_declines(self.name, node) or _index_rule_fails(node, prim, tm)
         if why or prim.kind == "gather" or copies_in_eager(node):
             return why
         # An alias costs nothing eagerly; it joins a kernel only to be read there (a user
@@ -265,6 +265,20 @@ def _tensor_args(args: dict):
                 yield f"{key}[{i}]", item
         else:
             yield key, value
+
+
+def _index_rule_fails(node: Any, prim: Any, tm: Any) -> Optional[str]:
+    """The reason the record's index rule cannot map ``node`` (what codegen_indexed would
+    raise), else None. torch's cat skips 1-d empty tensors whatever ``dim`` says
+    (cat([x0, x0], dim=1) of shape (0,), seed 6000745); the rule rejects that dim."""
+    from .codegen_indexed import _metas
+    args = {k: _metas(v) for k, v in node.meta["prim_args"].items()}
+    coords = [f"x{d}" for d in range(len(tm.shape))]
+    try:
+        prim.lowering("triton").rule(coords, tuple(tm.shape), **args)
+    except Exception as exc:  # noqa: BLE001 - any rule failure is a decline, named
+        return f"{prim.name}: its index rule does not map this call ({type(exc).__name__}: {exc})"
+    return None
 
 
 def _rows_verdict(node: Any, prim: Any) -> Optional[str]:

@@ -28,7 +28,9 @@ from .codegen_pointwise import KernelSource, _coords, _param_text, operand_names
 from .kernel_desc import TL_DTYPES, KernelDesc
 from .layout import Layout
 
-_NAME = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
+# a name, not an attribute: a value named ``where`` must not match ``tl.where`` (seed 6001587:
+# the amin epilogue, read as an over-the-row value, was never emitted: NameError)
+_NAME = re.compile(r"(?<![.\w])[A-Za-z_][A-Za-z0-9_]*\b")
 #: value classes: over the row (``elem``), one per row (``row``), constant along the row
 ELEM, ROW, CONST = "elem", "row", "const"
 _COMBINE = {"sum": "{a} + {b}", "prod": "{a} * {b}", "max": "tl.maximum({a}, {b})",

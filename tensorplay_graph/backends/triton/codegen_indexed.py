@@ -15,6 +15,8 @@ offset (coalesced).
 
 from __future__ import annotations
 
+import re
+
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ...ir.meta import contiguous_strides
@@ -22,7 +24,7 @@ from ...prims.lowering import IndexMap
 from .codegen_common import INDENT, load_expr, signature_lines, stmt_lines, store_line
 from .codegen_pointwise import KernelSource
 from .codegen_reduction import Emitter
-from .kernel_desc import check_ident, compute_dtype
+from .kernel_desc import TL_DTYPES, check_ident, compute_dtype
 
 Shape = Tuple[int, ...]
 
@@ -79,6 +81,7 @@ class IndexedKernel:
         self.namer, self.em = self._namer_factory(), Emitter()
         self.memo: Dict[tuple, str] = {}
         self.coord_vars: Dict[str, str] = {}
+        self.block_vars = {"offs", "mask"}  # values that vary across the block
         self.arg_of: Dict[Any, str] = {}
         self.linear = tuple(linear)
         coords = self._coords()
@@ -110,7 +113,15 @@ class IndexedKernel:
         if var is None:
             var = self.coord_vars[expr] = self.namer(hint)
             self.em.emit(var, expr, "int32", "")
+            if self._is_block(expr):
+                self.block_vars.add(var)
         return var
+
+    def _is_block(self, expr: str) -> bool:
+        """Whether ``expr`` varies across the block (reads ``offs`` or a value derived from it);
+        otherwise it is one scalar for the whole program (a constant coordinate)."""
+        names = re.findall(r"(?<![.\w])[A-Za-z_]\w*", expr)
+        return any(name in self.block_vars for name in names)
 
     def value(self, node: Any, coords: Tuple[str, ...], mask: str) -> str:
         key = (node, coords, mask)
@@ -130,6 +141,10 @@ class IndexedKernel:
         metas = {k: _metas(v) for k, v in args.items()}
         sources = rule.rule(list(coords), tuple(tm.shape), **metas)
         out_dtype = compute_dtype(tm.dtype)
+        if not sources:  # every piece empty (cat of x[1:] with one row): so is the output
+            return self.em.emit(self.namer(node.name),
+                                f"tl.zeros([BLOCK_SIZE], {TL_DTYPES[out_dtype]})", out_dtype,
+                                node.name)
         picks: List[Tuple[Optional[str], str]] = []
         for src in sources:
             operand = args[src.operand] if src.item is None else args[src.operand][src.item]
@@ -170,11 +185,14 @@ class IndexedKernel:
         else:
             terms = [f"{c} * {arg}_stride{d}" for d, c in enumerate(coords) if c != "0"]
             offset = " + ".join(terms) or "0"
+        if not self._is_block(offset):
+            # No coordinate varies across the block (a 0-d or broadcast operand, or a constant
+            # index such as x[1:] broadcast, seed 6001442): a scalar pointer, which Triton
+            # cannot load under a block mask. One load, broadcast where it is used, guarded
+            # only by the scalar piece selections on its path (a cat's unselected piece).
+            mask = " & ".join(p for p in mask.split(" & ") if not self._is_block(p))
         var = self.namer(f"{node.name}_v")
-        # Every coordinate 0 (a 0-d or fully broadcast operand): a scalar pointer, which Triton
-        # cannot load under a block mask; one unmasked load, broadcast where it is used.
-        self.em.emit(var, load_expr(arg, tm.dtype, offset, "" if offset == "0" else mask),
-                     compute_dtype(tm.dtype), "")
+        self.em.emit(var, load_expr(arg, tm.dtype, offset, mask), compute_dtype(tm.dtype), "")
         return var
 
     # ------------------------------------------------------------------ source

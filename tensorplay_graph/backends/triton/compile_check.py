@@ -58,6 +58,8 @@ def check_plan(plan: Any, in_meta) -> Dict[str, Any]:
     ``"stages"``: how many built)."""
     from .columns import config_for
     from .plan import next_pow2, tile_2d
+    if hasattr(plan, "kernel"):  # an IndexedPlan (views / gathers as index arithmetic)
+        return check_indexed(plan, in_meta)
     layout = plan.layout_for(in_meta)
     source = plan.render(layout)
     if "BLOCK_C" in source.constexprs:
@@ -78,3 +80,22 @@ def check_plan(plan: Any, in_meta) -> Dict[str, Any]:
         source, constexprs, warps = source.next, dict(constexprs, BLOCK_R=1), 4
     result["stages"] = stages
     return result
+
+
+def check_indexed(plan: Any, in_meta) -> Dict[str, Any]:
+    """Compile-check an ``IndexedPlan`` (codegen_indexed) for ``in_meta``: operand and output
+    pointers, then i32 strides, ``BLOCK_SIZE`` 1024."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    source = plan.render(plan.layout_for(in_meta))
+    fn = plan.cache.jit_function(source.name, source.text)
+    nodes = list(plan.kernel.inputs) + list(plan.kernel.outputs)
+    types = [_PTR[nodes[p[1]].meta["tensor_meta"].dtype] if p[0] == "ptr" else "i32"
+             for p in source.params] + ["constexpr" for _ in source.constexprs]
+    start = time.perf_counter()
+    src = ASTSource(fn, dict(zip(fn.arg_names, types)),
+                    constexprs={name: 1024 for name in source.constexprs})
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    return {"ptx": compiled.asm.get("ptx", ""), "cubin_bytes": len(compiled.asm.get("cubin", b"")),
+            "seconds": time.perf_counter() - start, "stages": 1}

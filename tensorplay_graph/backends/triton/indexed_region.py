@@ -65,6 +65,8 @@ class IndexedPlan:
         self._outs = [(tuple(o.meta["tensor_meta"].shape), strides,
                        torch.dtype(o.meta["tensor_meta"].dtype))
                       for o, strides in zip(kernel.outputs, kernel.out_strides)]
+        # a kernel reading no input (every cat piece empty) allocates on the planned device
+        self._device = kernel.outputs[0].meta["tensor_meta"].device
         self.numel = 1
         for n in kernel.shape:
             self.numel *= n
@@ -96,7 +98,7 @@ class IndexedPlan:
 
     def __call__(self, *tensors: Any) -> List[Any]:
         spec, tensors = specialization(self._specs, tensors, self.desc.name, self._specialize)
-        device = tensors[0].device
+        device = tensors[0].device if tensors else self._device
         outs = [self._empty(shape, strides, dtype=dtype, device=device)
                 for shape, strides, dtype in self._outs]
         if self.numel:  # an empty result: nothing to launch

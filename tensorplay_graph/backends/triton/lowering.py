@@ -20,6 +20,7 @@ from ...errors import LoweringError
 from ...ir.meta import permuted_strides
 from .codegen_reduction import Emitter, RowOps, emit_rule
 from ...prims.pointwise_lowerings import HALF_FLOATS, round16_triton
+from .layout import broadcast_strides
 from .kernel_desc import KernelDesc, OutputArg, TensorArg, compute_dtype, literal
 from .plan import KernelPlan, PointwiseSpace, RowsSpace
 
@@ -107,7 +108,8 @@ def group_nodes(nodes: List[Any]) -> List[Group]:
             dims = row_dims(node, in_shape)
             for group in reversed(groups[first:]):
                 if group.kind != "indexed" and group.shape == in_shape and \
-                        (group.kind == "pointwise" or group.dims == dims):
+                        (group.kind == "pointwise" or group.dims == dims) and \
+                        _reads_rows(group.nodes + [node], in_shape, dims):
                     target = group
                     break
             if target is None:
@@ -119,6 +121,26 @@ def group_nodes(nodes: List[Any]) -> List[Group]:
     return groups
 
 
+def _reads_rows(nodes: List[Any], shape: Tuple[int, ...], dims: Tuple[int, ...]) -> bool:
+    """Whether every full-shape operand the kernel of ``nodes`` would load walks the reduced
+    ``dims`` as one run in memory (what ``RowsSpace`` needs). A transposed operand (an
+    outer-product einsum's output, seed 6000208) fails it: the reduction then reads the
+    pointwise result, materialized by its own kernel, instead of fusing."""
+    members = set(nodes)
+    live = sorted(d % len(shape) for d in dims if shape[d] != 1)
+    for node in nodes:
+        full = tuple(node_meta(node).shape) == tuple(shape)
+        for value in node.all_input_nodes:
+            # a full node broadcasts its operands (x0 of (5,) against (5, 5): strides (0, 1),
+            # seed 6001319); a reduction reads its full operand; per-row values are not rows
+            if value in members or not (full or tuple(node_meta(value).shape) == tuple(shape)):
+                continue
+            stride = broadcast_strides(node_meta(value).shape, node_meta(value).stride, shape)
+            if any(stride[a] != stride[b] * shape[b] for a, b in zip(live, live[1:])):
+                return False
+    return True
+
+
 def _joins_pointwise(group: Group, node: Any, shape, owner: Dict[Any, Group]) -> bool:
     if group.kind == "indexed":
         return False
@@ -126,6 +148,8 @@ def _joins_pointwise(group: Group, node: Any, shape, owner: Dict[Any, Group]) ->
         return shape == group.shape
     full = shape == group.shape
     if not full and shape not in (group.reduced(True), group.reduced(False)):
+        return False
+    if full and not _reads_rows(group.nodes + [node], group.shape, group.dims):
         return False
     if full:
         # A full-shape node may not read an in-group per-row value whose reduced dims were
