@@ -26,6 +26,16 @@ class DataDependentError(GraphCaptureError):
     """
 
 
+def made_tensor_write(name: str, location: str) -> DataDependentError:
+    """A write of traced values into a tensor the program made (a lifted ``_const``): later
+    native uses of that tensor would read its capture-time value. Dynamo can follow it;
+    ``tp.compile`` cannot, so TensorPlay programs run eagerly (``write_into_made_tensor``)."""
+    error = DataDependentError(f"{name} writes traced values into a tensor made inside the "
+                               f"program ({location}); capture cannot follow it")
+    error.write_into_made_tensor = True  # type: ignore[attr-defined]
+    return error
+
+
 #: Sentinel for "this proxy has no example value".
 MISSING = object()
 

@@ -19,7 +19,7 @@ import gc
 import inspect
 import operator
 from contextlib import ExitStack
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ..errors import GraphCaptureError
 from ..frameworks import adapter_for, framework_of, is_tensor, loaded, private_copy
@@ -29,7 +29,7 @@ from ..ir.names import is_identifier, sanitize
 from .context import ACTIVE_TRACER, check_no_escape, raise_location, user_location
 from .examples import PLAIN as _PLAIN, examples as _examples, set_tensor_meta as _set_tensor_meta
 from .hooks import hooks_for
-from .proxy import MISSING, Proxy
+from .proxy import MISSING, Proxy, made_tensor_write
 from .printing import recording_print
 from .randomness import NOT_RANDOM, example_without_drawing
 from .state import ProgramState, is_module
@@ -70,6 +70,7 @@ class Tracer:
         #: qualname -> value for every ``get_attr`` node (the GraphModule's root).
         self.attrs: Dict[str, Any] = {}
         self._lifted: Dict[int, Proxy] = {}
+        self._made_inside: Set[str] = set()  # targets of the ``_const<N>`` tensors
         self._framework: Optional[str] = None
         self._const_count = 0
         #: > 0 while an example value is computed: random calls then are real draws, not nodes.
@@ -95,6 +96,10 @@ class Tracer:
         """
         node = self.graph.create_node(kind, target, self._to_node_args(args),
                                       self._to_node_args(kwargs) if kwargs else None)
+        first = node.args[0] if node.args else None
+        if getattr(first, "target", None) in self._made_inside and is_inplace(node):
+            # Later native uses of that tensor would read its capture-time value as a constant.
+            raise made_tensor_write(node.name, user_location())
         if not self.private_examples and self._writes_in_place(node, kind, target, args, kwargs):
             raise _RetraceWithPrivateExamples()
         node.meta["stack"] = user_location()
@@ -110,12 +115,8 @@ class Tracer:
 
     def _writes_in_place(self, node: Any, kind: str, target: Any, args: tuple,
                          kwargs: Dict[str, Any]) -> bool:
-        """``effects.is_inplace(node)``, remembered per target for plain calls.
-
-        Every spelling ``ir.effects`` reads is the target itself, a keyword (``out=``,
-        ``inplace=``) or a ``True`` passed by position; a call with no keywords and no
-        bool argument is decided by its target alone, so its verdict is reused.
-        """
+        """``effects.is_inplace(node)``, remembered per target for plain calls (no keywords
+        such as ``out=`` / ``inplace=``, no bool argument: the target alone decides)."""
         if kwargs or any(type(arg) is bool for arg in args):
             return is_inplace(node)
         try:
@@ -138,6 +139,7 @@ class Tracer:
         if lifted is None:
             lifted = self._get_attr(f"_const{self._const_count}", value)
             self._const_count += 1
+            self._made_inside.add(lifted.node.target)
         return lifted
 
     def lifted(self, value: Any) -> Optional[Proxy]:
@@ -317,6 +319,7 @@ class Tracer:
         self._erase_unused_attrs()
         if lint_enabled():
             self.graph.lint()
+        self.graph.framework = self._framework
         return GraphModule(self.attrs, self.graph)
 
     def _signature_inputs(self, function: Callable[..., Any]) -> Tuple[tuple, dict]:

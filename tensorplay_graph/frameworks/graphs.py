@@ -20,12 +20,14 @@ DEFAULT = "torch"
 def graph_framework(graph: Any) -> str:
     """``"tensorplay"`` or ``"torch"``: the framework whose method conventions apply.
 
-    Taken from the first placeholder carrying an example value (``meta["val"]``),
+    The framework capture recorded on the graph, else taken from the first placeholder carrying an example value (``meta["val"]``),
     else from the first call target a framework adapter claims; torch otherwise.
     The scan is remembered until the graph changes (backends ask once per region, and a
     graph of ``operator`` calls only is read to its end each time); the example values
     of the placeholders it passed are read again on every call.
     """
+    if getattr(graph, "framework", None):  # recorded by capture
+        return graph.framework
     version = getattr(graph, "_version", None)
     memo = getattr(graph, "_framework_memo", None)
     if memo is None or version is None or memo[0] != version:

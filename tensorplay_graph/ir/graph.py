@@ -85,6 +85,9 @@ class Graph:
         self._version = 0
         self._owners: List[weakref.ref] = []  # GraphModules whose code is up to date
         self._owning_module: Optional[weakref.ref] = None
+        #: ``"torch"`` / ``"tensorplay"``: whose eager semantics the program follows (set by
+        #: capture, kept by copies); None where unknown (see ``frameworks.graph_framework``).
+        self.framework: Optional[str] = None
 
     # -- change tracking --------------------------------------------------------
     def _mutated(self) -> None:
@@ -248,6 +251,7 @@ class Graph:
         (e.g. placeholders) are used instead of copies.
         """
         from .node import map_arg
+        self.framework = self.framework or g.framework
         for node in g.nodes:
             if node in val_map:
                 continue

@@ -382,6 +382,9 @@ def tensorplay_scalar_bounds(lo, hi, framework: str) -> bool:
 
 
 def clamp_scalar_bounds_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
+    if framework == "tensorplay" and any(isinstance(b, float) and math.isnan(b)
+                                         for b in (args.get("min"), args.get("max"))):
+        return "TensorPlay's clamp ignores a NaN bound (torch's propagates it); not modelled"
     if tensorplay_scalar_bounds(args.get("min"), args.get("max"), framework):
         return ("TensorPlay's clamp with one-element tensor bounds treats them as scalars "
                 "in the input's dtype (no broadcast, no promotion); not modelled")

@@ -10,6 +10,7 @@ two-pass ``var``, a row builder (see ``prims/lowering.py``).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, Optional
 
 from . import register
@@ -148,6 +149,24 @@ _record("amax", signature=amax, meta=extremum_meta("amax"), reference=_ref("amax
         triton=Reduction("max", propagate_nan=True))
 _record("amin", signature=amin, meta=extremum_meta("amin"), reference=_ref("amin"),
         triton=Reduction("min", propagate_nan=True))
+def _tensorplay_var_declines(args: Dict[str, Any], out: Any, framework: str) -> Optional[str]:
+    """TensorPlay 1.0.0 divides by ``n - correction`` even when it is not positive (``var`` of
+    one value with correction 2 is 0 / -1 = -0.0); torch and NumPy divide by
+    ``max(n - correction, 0)`` (NaN / inf). Eager runs those calls."""
+    a, dim = args.get("a"), args.get("dim")
+    if framework != "tensorplay" or not hasattr(a, "shape"):
+        return None
+    dims = range(len(a.shape)) if dim is None or dim == [] else (
+        [dim] if isinstance(dim, int) else dim)
+    sizes = [a.shape[d] for d in dims]
+    correction = 1 if args.get("correction") is None else args["correction"]
+    if all(isinstance(n, int) for n in sizes) and math.prod(sizes) - correction > 0:
+        return None
+    return ("TensorPlay's var divides by n - correction even when it is not positive "
+            "(-0.0 where torch gives NaN); not modelled")
+
+
 _record("var", signature=var, meta=var_meta, reference=_ref("var"), triton=_var_rows,
+        declines={"reference": _tensorplay_var_declines, "triton": _tensorplay_var_declines},
         adapters={"torch:var": _torch_var, "method:var": _torch_var,
                   "tensorplay:var": _tensorplay_var, "tensorplay.method:var": _tensorplay_method_var})

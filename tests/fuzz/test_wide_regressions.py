@@ -129,3 +129,50 @@ def test_module_program_with_non_differentiable_outputs(framework):
     want[1].sum().backward()
     np.testing.assert_allclose(compiled_grad, mod.scale.grad.numpy(), rtol=1e-6)
     mod.scale.grad = None
+
+
+@pytest.mark.parametrize("backend", ["reference", "tilelang", "auto"])
+def test_tensorplay_clamp_with_a_nan_bound_keeps_the_input_like_eager(backend):
+    # Seed 9002648 (TensorPlay / reference, final-code run): TensorPlay's clamp ignores a NaN
+    # bound (x.clamp(max=nan) is x), the reference lowering propagated it as torch does.
+    T = pytest.importorskip("tensorplay")
+    x = T.from_numpy(np.array([[1.0, -2.0], [3.0, 0.5]], dtype=np.float32))
+
+    def program(a):
+        return ((a * 7).clamp(max=float("nan")), (a - 1).clamp(min=float("nan"), max=2.0))
+
+    _same(program(x), tpg.compile(program, backend=backend)(x))
+
+
+@pytest.mark.parametrize("backend", ["reference", "auto"])
+def test_tensorplay_var_with_no_degrees_of_freedom_matches_eager(backend):
+    # Seed 9002607 (TensorPlay / reference): `x.var(dim=-3, correction=2)` over a size-1 dim:
+    # TensorPlay divides by n - correction = -1 (0 / -1 = -0.0); the reference's NumPy var
+    # divides by max(n - correction, 0) (NaN), as torch does.
+    T = pytest.importorskip("tensorplay")
+    x = T.from_numpy(np.arange(12, dtype=np.float32).reshape(1, 3, 4))
+
+    def program(a):
+        return (a.var(dim=-3, correction=2), a.var(dim=-1, correction=4), a.var(dim=-1))
+
+    _same(program(x), tpg.compile(program, backend=backend)(x))
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorplay"])
+def test_traced_write_into_a_tensor_made_inside_the_program_is_not_lost(framework):
+    # Seed 9003640 (TensorPlay / reference): `v1 = T.arange(1); v1[x4 % 1] = -inf;
+    # T.softmax(v1)` -- capture lifted v1 as a constant, recorded the write as a node, and then
+    # folded every later native use of v1 from its capture-time value (softmax of 0 = 1.0
+    # where eager's is NaN). Now the write is a graph break (Dynamo) or, for TensorPlay, whose
+    # tp.compile cannot trace it either, an eager run of that input signature.
+    T = pytest.importorskip(framework)
+
+    def program(i):
+        v = T.arange(3, dtype=T.float32)
+        v[i % 3] = float("-inf")
+        return v * 2
+
+    compiled = tpg.compile(program, backend="reference")
+    for index in ([1], [2]):
+        i = T.tensor(index)
+        _same(program(i), compiled(i))
