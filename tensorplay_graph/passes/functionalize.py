@@ -98,6 +98,10 @@ def out_of_place(node: Node, framework: str) -> Optional[Tuple[str, Any, tuple, 
             plain = {f"__i{n.rstrip('_')}__": f"__{n.rstrip('_')}__"
                      for n in ("add", "sub", "mul", "truediv")}.get(name)
             return None if plain is None else ("call_method", plain, args, kwargs)
+        meta = getattr(args[0], "meta", {}).get("tensor_meta") if args else None
+        if framework == "tensorplay" and name in ("clamp_", "clip_") and \
+                getattr(meta, "dtype", None) == "bool":
+            return None  # TensorPlay 1.0.0: a bool clamp_ clamps numerically, clamp casts the bounds
         return "call_method", name[:-1], args, kwargs
     if node.target in _OUT_OF_PLACE_OPERATORS:
         return "call_function", _OUT_OF_PLACE_OPERATORS[node.target], args, kwargs

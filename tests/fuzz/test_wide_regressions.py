@@ -176,3 +176,19 @@ def test_traced_write_into_a_tensor_made_inside_the_program_is_not_lost(framewor
     for index in ([1], [2]):
         i = T.tensor(index)
         _same(program(i), compiled(i))
+
+
+@pytest.mark.parametrize("backend", ["reference", "auto"])
+def test_tensorplay_in_place_clamp_of_a_bool_tensor_is_not_made_out_of_place(backend):
+    # Seed 9000539 (TensorPlay / reference): TensorPlay 1.0.0's bool `clamp_(max=-1)` clamps
+    # numerically (every element becomes True) while its `clamp` casts the bound to bool first
+    # (values kept): functionalizing the write into `clamp` + copy changed the result.
+    T = pytest.importorskip("tensorplay")
+    x = T.from_numpy(np.array([3, -2, 0, 5], dtype=np.int64).reshape(4, 1, 1))
+
+    def program(a):
+        v = a <= float("-inf")
+        v.clamp_(max=-1)
+        return v
+
+    _same(program(x), tpg.compile(program, backend=backend)(x))
