@@ -124,8 +124,7 @@ def framework_frontend(fn: Any, error: Exception, backends: BackendSpec,
     options = dict(options)
     if backends != AUTO:
         options.setdefault("backends", list(backends))
-    frontends = {"torch": ("dynamo", _torch_backend),
-                 "tensorplay": ("tensorplay", tensorplay_backend)}
+    frontends = {"torch": ("dynamo", _torch_backend), "tensorplay": ("tensorplay", tensorplay_backend)}
     if framework not in frontends:
         raise error
     frontend, backend = frontends[framework]
@@ -392,10 +391,8 @@ keep_opaque_to_dynamo()
 
 
 def __getattr__(name: str) -> Any:
-    """``torch_backend``, served on each lookup: Dynamo resolves ``backend="tensorplay_graph"``
-    through this attribute (its entry point) before it traces, the last moment to mark custom
-    ops defined before Dynamo was loaded as ``allow_in_graph`` (else Dynamo inlines
-    ``CustomOpDef.__call__`` and breaks the graph at the op)."""
+    """``torch_backend`` (our Dynamo entry point), served on each lookup: Dynamo resolves it
+    before it traces, the moment to mark ops defined before Dynamo loaded ``allow_in_graph``."""
     if name == "torch_backend":
         keep_opaque_to_dynamo()
         return _torch_backend

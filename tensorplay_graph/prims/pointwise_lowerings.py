@@ -373,22 +373,19 @@ def extremum_reference_declines(args, out: TensorMeta, framework: str) -> Option
 
 
 def tensorplay_scalar_bounds(lo, hi, framework: str) -> bool:
-    """Whether TensorPlay's clamp takes these tensor bounds as scalars: it does when every
-    tensor bound has one element (measured on 1.0.0: the result keeps the input's shape and
-    dtype; a bound of several elements broadcasts and promotes as usual)."""
+    """Whether TensorPlay 1.0.0's clamp takes these tensor bounds as scalars (input's shape and
+    dtype): when every tensor bound has one element; larger bounds broadcast and promote."""
     bounds = [b for b in (lo, hi) if isinstance(b, TensorMeta)]
-    return framework == "tensorplay" and bool(bounds) and all(
-        math.prod(b.shape) == 1 for b in bounds)
+    return framework == "tensorplay" and bool(bounds) and all(math.prod(b.shape) == 1 for b in bounds)
 
 
 def clamp_scalar_bounds_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
-    if framework == "tensorplay" and any(isinstance(b, float) and math.isnan(b)
-                                         for b in (args.get("min"), args.get("max"))):
+    bounds = [args.get("min"), args.get("max")]
+    if framework == "tensorplay" and any(isinstance(b, float) and math.isnan(b) for b in bounds):
         return "TensorPlay's clamp ignores a NaN bound (torch's propagates it); not modelled"
-    if tensorplay_scalar_bounds(args.get("min"), args.get("max"), framework):
+    if tensorplay_scalar_bounds(*bounds, framework):
         return ("TensorPlay's clamp with one-element tensor bounds treats them as scalars "
                 "in the input's dtype (no broadcast, no promotion); not modelled")
-    bounds = [args.get("min"), args.get("max")]
     if framework == "tensorplay" and out.dtype in ("float16", "bfloat16") and any(
             isinstance(b, TensorMeta) for b in bounds):
         # measured on 1.0.0: clamp(x, min=nan) keeps x, clamp(nan, max=0) is 0 (seed 2597)
