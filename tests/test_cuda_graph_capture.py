@@ -12,13 +12,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tensorplay_graph as tpg  # noqa: E402
-from tensorplay_graph.backends import cuda_graphs  # noqa: E402
 from tensorplay_graph.backends.cuda_graph_capture import copy_into, private_copy  # noqa: E402
 from tensorplay_graph.backends.cuda_graphs import CudaGraphRunner, decide  # noqa: E402
 from tensorplay_graph.ir import Graph, GraphModule  # noqa: E402
 from tensorplay_graph.training.opaque import OpaqueForward, Slot, tape_backward  # noqa: E402
 
-from test_cuda_graphs import CpuGraphs  # noqa: E402
+from test_cuda_graphs import CpuGraphs, plan_on_cpu  # noqa: E402
 from test_training_functional import TinyLM, _data  # noqa: E402
 
 PREVIOUS = "CUDA error: operation failed due to a previous error during capture"
@@ -108,16 +107,7 @@ class FailingCapture(CpuGraphs):
 
 @pytest.fixture
 def failing_graphs(monkeypatch):
-    decide_cpu = cuda_graphs.decide
-
-    class Runner(cuda_graphs.CudaGraphRunner):
-        def __init__(self, fn, reason=cuda_graphs.ON, ops=None):
-            super().__init__(fn, reason, ops=FailingCapture)
-
-    monkeypatch.setattr(cuda_graphs, "decide", lambda module, inputs, option=None,
-                        dynamic=False, device="cuda": decide_cpu(module, inputs, option, dynamic,
-                                                                 device="cpu"))
-    monkeypatch.setattr(cuda_graphs, "CudaGraphRunner", Runner)
+    plan_on_cpu(monkeypatch, FailingCapture)
 
 
 def _assert_diagnosed(text, records):

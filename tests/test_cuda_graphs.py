@@ -44,6 +44,21 @@ class CpuGraphs:
             static.copy_(new)
 
 
+def plan_on_cpu(monkeypatch, ops) -> None:
+    """Every compile plans graphs for CPU tensors and replays them through ``ops`` (a stand-in
+    for :class:`TorchGraphs`): the whole-program path on this CPU machine."""
+    decide_cpu = cuda_graphs.decide
+
+    class Runner(cuda_graphs.CudaGraphRunner):
+        def __init__(self, fn, reason=cuda_graphs.ON, ops_=None):
+            super().__init__(fn, reason, ops=ops)
+
+    monkeypatch.setattr(cuda_graphs, "decide", lambda module, inputs, option=None,
+                        dynamic=False, device="cuda": decide_cpu(module, inputs, option, dynamic,
+                                                                 device="cpu"))
+    monkeypatch.setattr(cuda_graphs, "CudaGraphRunner", Runner)
+
+
 def program(x, w):
     return (x * w + 1.0).relu(), x.sum()
 

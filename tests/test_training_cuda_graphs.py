@@ -11,25 +11,15 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tensorplay_graph as tpg  # noqa: E402
-from tensorplay_graph.backends import cuda_graphs  # noqa: E402
 
-from test_cuda_graphs import CpuGraphs  # noqa: E402
+from test_cuda_graphs import CpuGraphs, plan_on_cpu  # noqa: E402
 from test_training_functional import TinyLM, _data, _grads  # noqa: E402
 
 
 @pytest.fixture
 def cpu_graphs(monkeypatch):
     """Graphs planned for CPU tensors and replayed by the CPU stand-in."""
-    decide = cuda_graphs.decide
-
-    class Runner(cuda_graphs.CudaGraphRunner):
-        def __init__(self, fn, reason=cuda_graphs.ON, ops=None):
-            super().__init__(fn, reason, ops=CpuGraphs)
-
-    monkeypatch.setattr(cuda_graphs, "decide", lambda module, inputs, option=None,
-                        dynamic=False, device="cuda": decide(module, inputs, option, dynamic,
-                                                             device="cpu"))
-    monkeypatch.setattr(cuda_graphs, "CudaGraphRunner", Runner)
+    plan_on_cpu(monkeypatch, CpuGraphs)
 
 
 def test_training_step_replays_both_programs_with_eager_gradients(cpu_graphs):
