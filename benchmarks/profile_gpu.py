@@ -1,10 +1,11 @@
 """Where one steady call of a compiled model goes: graph replay vs the rest, top CUDA kernels.
 
-    PYTHONPATH=$PWD python benchmarks/profile_gpu.py [gpt2|llama|resnet50] [ours|inductor]
+    PYTHONPATH=$PWD python benchmarks/profile_gpu.py [gpt2|llama|resnet50] [ours|inductor] [train]
 
 Prints JSON lines: the call (CUDA events), the CUDA-graph replay alone, the CPU time of one
 call without synchronizing, and torch.profiler's top kernels by CUDA time over 3 calls (ours
-without CUDA graphs, so that each kernel shows).
+without CUDA graphs, so that each kernel shows). ``train`` profiles one training step instead
+(``training_gpu.step``: forward, loss, backward), with the host-side ops that cost the most.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from models_gpu import MODELS, first_tensor  # noqa: E402
 def main():
     name = sys.argv[1] if len(sys.argv) > 1 else "gpt2"
     mode = sys.argv[2] if len(sys.argv) > 2 else "ours"
+    if sys.argv[3:4] == ["train"]:
+        return profile_training(name, mode)
     torch.manual_seed(0)
     model, args = MODELS[name]()
     model = model.to("cuda", torch.bfloat16).eval()
@@ -52,7 +55,28 @@ def main():
         profile_calls(name, mode, tpg.compile(model, options={"cuda_graphs": False}), args)
 
 
-def profile_calls(name, mode, fn, args, calls=3):
+def profile_training(name, mode):
+    """One training step of ``mode`` (``ours``, ``ours_nographs`` or ``inductor``)."""
+    from training_gpu import MODELS as TRAINING, entry_points, step
+    torch.manual_seed(0)
+    model, args = TRAINING[name]()
+    model = model.to("cuda", torch.bfloat16).eval()
+    ids = args[0].to("cuda")
+    fn = entry_points(model)[mode]()
+    for _ in range(3):
+        step(fn, model, ids)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(5):
+        step(fn, model, ids)
+    cpu_ms = (time.perf_counter() - start) * 200
+    torch.cuda.synchronize()
+    print(json.dumps({"model": name, "mode": mode, "train": True,
+                      "cpu_ms_per_step_unsynced": round(cpu_ms, 3)}), flush=True)
+    profile_calls(name, mode, lambda: step(fn, model, ids), (), host_ops=12)
+
+
+def profile_calls(name, mode, fn, args, calls=3, host_ops=0):
     """torch.profiler's top CUDA kernels over ``calls`` steady calls, one JSON line each."""
     from torch.profiler import ProfilerActivity, profile
     for _ in range(4):
@@ -71,6 +95,15 @@ def profile_calls(name, mode, fn, args, calls=3):
     for e in events[:22]:
         print(json.dumps({"ms": round(e.self_device_time_total / calls / 1e3, 4), "n": e.count // calls,
                           "kernel": e.key[:110]}))
+    if host_ops:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(calls):
+                fn(*args)
+            torch.cuda.synchronize()
+        ops = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
+        for e in ops[:host_ops]:
+            print(json.dumps({"host_ms": round(e.self_cpu_time_total / calls / 1e3, 4),
+                              "n": e.count // calls, "op": e.key[:110]}))
 
 
 if __name__ == "__main__":

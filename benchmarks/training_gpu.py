@@ -105,9 +105,11 @@ def run_model(name, modes, results, out_dir, meta):
         row["peak_gb"] = round(peak_bytes(fn, model, ids) / 2**30, 3)
         explain = getattr(fn, "explain", None)
         if explain is not None:
-            row["explain"] = "\n".join(
-                line for line in explain().splitlines()  # no region / barrier lists
-                if "barrier" not in line and not line.strip().startswith("["))[:3000]
+            lines = [line.strip() for line in explain().splitlines()]
+            # the per-half summary lines: region counts and the CUDA-graph decision / failure
+            row["plan"] = [line[:600] for line in lines
+                           if "fused region" in line or line.startswith("cuda graphs")
+                           or line.startswith("saved for backward")]
 
     def after_row(row):
         _ratios(results, name)

@@ -244,8 +244,8 @@ def lower_graph(gm: Any, example_inputs: Sequence[Any], backends: Sequence[str],
     timings = managers[0].timings
     planned = [name for name in PLANNING_PASSES if name in timings]
     logger.info("planning (%s): %.2f s", ", ".join(planned), sum(timings[n] for n in planned))
-    from .backends.aligned_gemm import rewrite_misaligned_linears
-    module = rewrite_misaligned_linears(module)
+    from .backends.aligned_gemm import rewrite_misaligned_gemms
+    module = rewrite_misaligned_gemms(module)
     # When safe, the whole lowered program is captured, so one call is one graph replay.
     from .backends.cuda_graphs import wrap
     from .backends.gemm_choice import module_choices

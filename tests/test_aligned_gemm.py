@@ -1,4 +1,5 @@
-"""Misaligned eager linears (odd output width) go through a padded weight: same values, eager layout."""
+"""Misaligned eager GEMMs (odd output width, misaligned operand rows) go through padded
+operands: same values, eager layout."""
 
 import pytest
 
@@ -7,7 +8,8 @@ F = torch.nn.functional
 
 import tensorplay_graph as tpg  # noqa: E402
 from tensorplay_graph.backends import aligned_gemm  # noqa: E402
-from tensorplay_graph.backends.aligned_gemm import padded_linear, rewrite_misaligned_linears  # noqa: E402
+from tensorplay_graph.backends.aligned_gemm import (aligned_matmul, gemm_padding, padded_linear,  # noqa: E402
+                                                    rewrite_misaligned_gemms)
 from tensorplay_graph.ir.meta import TensorMeta  # noqa: E402
 from tensorplay_graph.passes.pipeline import compile_graph  # noqa: E402
 
@@ -35,7 +37,7 @@ def test_rewrite_targets_only_large_misaligned_half_linears(monkeypatch):
     for node in module.graph.nodes:
         if node.meta.get("tensor_meta") is not None and node.op != "output":
             _as_cuda(node)
-    rewrite_misaligned_linears(module)
+    rewrite_misaligned_gemms(module)
     targets = [n.target for n in module.graph.nodes if n.op == "call_function"]
     assert targets.count(padded_linear) == 1  # 13 outputs: padded; 8: already aligned
     got = module(x, w, w8)
@@ -46,7 +48,7 @@ def test_rewrite_targets_only_large_misaligned_half_linears(monkeypatch):
 def test_cpu_and_float32_linears_are_left_alone():
     x, w = torch.randn(4, 16), torch.randn(13, 16)
     module = compile_graph(tpg.capture(lambda x, w: F.linear(x, w), x, w), (x, w), backends=[])
-    rewrite_misaligned_linears(module)
+    rewrite_misaligned_gemms(module)
     assert padded_linear not in [n.target for n in module.graph.nodes]
 
 
@@ -58,5 +60,69 @@ def test_switched_off_by_environment(monkeypatch):
     for node in module.graph.nodes:
         if node.meta.get("tensor_meta") is not None and node.op != "output":
             _as_cuda(node)
-    rewrite_misaligned_linears(module)
+    rewrite_misaligned_gemms(module)
     assert padded_linear not in [n.target for n in module.graph.nodes]
+
+
+def _operands(case):
+    """(a, b) of ``a @ b`` in the layouts a training step hands cuBLAS."""
+    g, w, h = torch.randn(2, 3, 13), torch.randn(13, 16), torch.randn(6, 24)
+    return {
+        "k_odd_rows": (g, w),                            # logits grad @ weight: K = 13
+        "transposed_m_odd": (g.reshape(6, 13).t(), h),   # grad^T @ hidden: lda = 13
+        "n_odd": (h, torch.randn(24, 13)),               # output rows of 13
+        "transposed_b": (h, torch.randn(13, 24).t()),    # b col-major, ld 24, N = 13
+        "aligned": (torch.randn(4, 8), torch.randn(8, 16)),
+        "sliced_rows": (torch.randn(6, 20)[:, :16], torch.randn(16, 8)),  # stride 20, K 16
+    }[case]
+
+
+@pytest.mark.parametrize("case", ["k_odd_rows", "transposed_m_odd", "n_odd", "transposed_b",
+                                  "aligned", "sliced_rows"])
+def test_aligned_matmul_equals_matmul_with_eager_layout(case):
+    a, b = _operands(case)
+    got, want = aligned_matmul(a, b), torch.matmul(a, b)
+    assert got.shape == want.shape and got.stride() == want.stride()
+    torch.testing.assert_close(got, want)
+
+
+def _aligned_for_cublas(x):
+    s0, s1 = x.stride()
+    lead = s0 if s1 == 1 else s1 if s0 == 1 else None
+    return lead is not None and lead % 8 == 0
+
+
+@pytest.mark.parametrize("case", ["k_odd_rows", "transposed_m_odd", "n_odd", "transposed_b",
+                                  "sliced_rows"])
+def test_padding_gives_cublas_aligned_operands_and_output(case):
+    a, b = _operands(case)
+    a = a.reshape(-1, a.shape[-1])
+    pad_m, pad_k, pad_n, copy_a, copy_b = gemm_padding(a, b)
+    assert copy_a or copy_b
+    lhs = aligned_gemm._padded(a, pad_m, pad_k, a.stride(0) == 1) if copy_a else a
+    rhs = aligned_gemm._padded(b, pad_k, pad_n, b.stride(0) == 1) if copy_b else b
+    assert _aligned_for_cublas(lhs) and _aligned_for_cublas(rhs)
+    assert lhs.shape[1] == rhs.shape[0] and rhs.shape[1] % 8 == 0
+    # the transposed operand stays transposed: its copy reads memory in order
+    assert (lhs.stride(0) == 1) == (a.stride(0) == 1 and a.stride(1) != 1)
+
+
+def test_aligned_operands_need_no_padding():
+    assert gemm_padding(*_operands("aligned")) is None
+
+
+def test_rewrite_sends_misaligned_half_matmuls_to_aligned_matmul(monkeypatch):
+    monkeypatch.setattr(aligned_gemm, "MIN_ELEMENTS", 1)
+    g, w, w8 = torch.randn(4, 13), torch.randn(13, 16), torch.randn(8, 16)
+    x8 = torch.randn(4, 8)
+    module = compile_graph(tpg.capture(lambda g, w, x8, w8: (g @ w, x8 @ w8), g, w, x8, w8),
+                           (g, w, x8, w8), backends=[])
+    for node in module.graph.nodes:
+        if node.meta.get("tensor_meta") is not None and node.op != "output":
+            _as_cuda(node)
+    rewrite_misaligned_gemms(module)
+    targets = [n.target for n in module.graph.nodes if n.op == "call_function"]
+    assert targets.count(aligned_matmul) == 1  # K = 13: padded; 8 x 8 x 16: left alone
+    got = module(g, w, x8, w8)
+    torch.testing.assert_close(got[0], g @ w)
+    torch.testing.assert_close(got[1], x8 @ w8)

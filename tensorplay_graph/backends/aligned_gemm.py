@@ -1,4 +1,4 @@
-"""Eager linears whose output rows are not 16-byte aligned: computed through a padded weight.
+"""Eager GEMMs whose rows are not 16-byte aligned: computed through padded operands.
 
 A linear layer with an odd number of outputs (GPT-2's LM head: 50257) gives cuBLAS an output
 leading dimension of 50257 bf16 elements, so it falls back to an alignment-1 kernel: 3.36 ms of
@@ -8,17 +8,24 @@ as Inductor's ``pad_mm`` does, the weight gets zero rows up to a multiple of 8 o
 of the weight, made inside the call so in-place weight updates and CUDA-graph replays see the
 current values), the product is computed with aligned rows and the first N columns are copied
 out contiguous: eager's layout, values within bf16 GEMM rounding. Only large float16 / bfloat16
-CUDA linears that no backend claimed change; ``TPG_PAD_LINEARS=0`` turns it off. Not yet timed
-on the GPU (see RESULTS.md).
+CUDA linears that no backend claimed change; ``TPG_PAD_LINEARS=0`` turns it off.
 
->>> rewrite_misaligned_linears(lowered_graph_module)      # doctest: +SKIP
+Training adds the same problem on the inputs: the LM head's backward multiplies the (8x512,
+50257) logits gradient by the weight (K = 50257: the gradient's rows are misaligned) and its
+transpose by the hidden states (the transposed gradient's leading dimension is 50257), and
+cuBLAS ran both through alignment-1 CUTLASS kernels (4.6 ms of a 12.2 ms GPT-2 step on the
+H200). :func:`aligned_matmul` copies each misaligned operand once into zero-padded rows (zeros
+in K add nothing to a product; padded M / N rows are sliced off), keeping a transposed
+operand transposed so the copy stays coalesced.
+
+>>> rewrite_misaligned_gemms(lowered_graph_module)      # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import Any, Optional, Tuple
 
 from ..frameworks import adapter_for
 from ..prims.lowering import Gemm
@@ -41,6 +48,92 @@ def padded_linear(a: Any, weight: Any, bias: Any = None) -> Any:
     return out[..., :n].contiguous()
 
 
+def _pad(extent: int) -> int:
+    return -extent % ALIGN
+
+
+def _layout(x: Any) -> Tuple[bool, bool]:
+    """``(column-major, aligned)`` of a 2-D operand as cuBLAS reads it without a copy."""
+    rows, cols = x.shape
+    s0, s1 = x.stride()
+    aligned_ptr = x.data_ptr() % (2 * ALIGN) == 0
+    if s1 == 1 and s0 >= max(cols, 1):
+        return False, aligned_ptr and s0 % ALIGN == 0
+    if s0 == 1 and s1 >= max(rows, 1):
+        return True, aligned_ptr and s1 % ALIGN == 0
+    return False, False  # neither layout: cuBLAS gets a copy anyway
+
+
+def _padded(x: Any, rows: int, cols: int, col_major: bool) -> Any:
+    """``x`` with ``rows`` / ``cols`` zero rows / columns added, in ``x``'s orientation."""
+    F = adapter_for("torch").functional()
+    if col_major:
+        return F.pad(x.t(), (0, rows, 0, cols)).contiguous().t()
+    return F.pad(x, (0, cols, 0, rows)).contiguous()
+
+
+def gemm_padding(a: Any, b: Any) -> Optional[Tuple[int, int, int, bool, bool]]:
+    """``(pad M, pad K, pad N, copy a, copy b)`` that gives ``a @ b`` (2-D) aligned operands
+    and output rows, or None when it has them already."""
+    (m, k), n = a.shape, b.shape[1]
+    col_a, ok_a = _layout(a)
+    col_b, ok_b = _layout(b)
+    copy_a, copy_b = not ok_a, not ok_b
+    pad_m = pad_k = 0
+    pad_n = _pad(n)
+    copy_b = copy_b or bool(pad_n)
+    for _ in range(2):  # a copy's leading dimension is its padded extent: pads propagate
+        if copy_a:
+            pad_m, pad_k = (_pad(m), pad_k) if col_a else (pad_m, _pad(k))
+        if copy_b:
+            pad_k, pad_n = (_pad(k), pad_n) if col_b else (pad_k, _pad(n))
+        if pad_k:  # both operands' K must match
+            copy_a = copy_b = True
+    if not (copy_a or copy_b):
+        return None
+    return pad_m, pad_k, pad_n, copy_a, copy_b
+
+
+def aligned_matmul(a: Any, b: Any) -> Any:
+    """``torch.matmul(a, b)`` for a 2-D ``b``, through zero-padded copies of whichever operand
+    cuBLAS would read misaligned (see the module docstring); eager's values and layout."""
+    torch = adapter_for("torch").module
+    if a.dim() < 2 or b.dim() != 2:
+        return torch.matmul(a, b)
+    flat = a.reshape(-1, a.shape[-1])
+    plan = gemm_padding(flat, b)
+    if plan is None:
+        return torch.matmul(a, b)
+    pad_m, pad_k, pad_n, copy_a, copy_b = plan
+    lhs = _padded(flat, pad_m, pad_k, _layout(flat)[0]) if copy_a else flat
+    rhs = _padded(b, pad_k, pad_n, _layout(b)[0]) if copy_b else b
+    out = torch.mm(lhs, rhs)[:flat.shape[0], :b.shape[1]]
+    if pad_n:
+        out = out.contiguous()
+    return out.reshape(*a.shape[:-1], b.shape[1])
+
+
+def _half_cuda(meta: Any) -> bool:
+    return (hasattr(meta, "shape") and getattr(meta, "device_type", None) == "cuda"
+            and meta.dtype in ("float16", "bfloat16"))
+
+
+def _misaligned_matmul(node: Any) -> bool:
+    """An unclaimed large 16-bit CUDA ``matmul`` by a matrix with a dim off the alignment."""
+    prim = node.meta.get("prim")
+    if getattr(prim, "name", None) != "matmul" or "kernel" in node.meta:
+        return False
+    args = node.meta.get("prim_args") or {}
+    metas = [getattr(args.get(key), "meta", {}).get("tensor_meta") for key in ("a", "b")]
+    if not all(_half_cuda(m) for m in metas) or len(metas[1].shape) != 2 or len(metas[0].shape) < 2:
+        return False
+    a, b = metas
+    dims = [a.shape[-1], b.shape[-1]]
+    if a.stride is None or a.stride[-1] != 1:  # M is a's leading dimension when transposed
+        dims.append(a.shape[-2])
+    return any(d % ALIGN for d in dims) and max(a.numel, b.numel) >= MIN_ELEMENTS
+
+
 def _misaligned_linear(node: Any) -> bool:
     prim = node.meta.get("prim")
     meta = node.meta.get("tensor_meta")
@@ -61,21 +154,30 @@ def _misaligned_linear(node: Any) -> bool:
                                                for key in ("a", "bias")))
 
 
-def rewrite_misaligned_linears(module: Any) -> Any:
-    """Point every unclaimed misaligned linear of ``module``'s graph at :func:`padded_linear`."""
+def rewrite_misaligned_gemms(module: Any) -> Any:
+    """Point every unclaimed misaligned linear of ``module``'s graph at :func:`padded_linear`
+    and every such matmul at :func:`aligned_matmul`."""
     graph = getattr(module, "graph", None)
     if graph is None or os.environ.get("TPG_PAD_LINEARS", "1") in ("0", ""):
         return module
     changed = []
     for node in graph.nodes:
-        if node.op == "call_function" and _misaligned_linear(node):
+        if node.op != "call_function":
+            continue
+        if _misaligned_linear(node):
             args = node.meta["prim_args"]
             node.target = padded_linear
             node.args = (args["a"], args["weight"], args.get("bias"))
-            node.kwargs = {}
-            changed.append(node.name)
+        elif _misaligned_matmul(node):
+            args = node.meta["prim_args"]
+            node.target = aligned_matmul
+            node.args = (args["a"], args["b"])
+        else:
+            continue
+        node.kwargs = {}
+        changed.append(node.name)
     if changed:
         module.recompile()
-        log.info("linear(s) %s: weight padded to a multiple of %d outputs for cuBLAS's aligned "
-                 "kernels", ", ".join(changed), ALIGN)
+        log.info("GEMM(s) %s: operands padded to multiples of %d for cuBLAS's aligned kernels",
+                 ", ".join(changed), ALIGN)
     return module
