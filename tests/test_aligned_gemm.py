@@ -126,3 +126,21 @@ def test_rewrite_sends_misaligned_half_matmuls_to_aligned_matmul(monkeypatch):
     got = module(g, w, x8, w8)
     torch.testing.assert_close(got[0], g @ w)
     torch.testing.assert_close(got[1], x8 @ w8)
+
+
+def test_rewrite_takes_the_backward_graphs_matmul_method_calls(monkeypatch):
+    """VJP rules write ``g.matmul(w)`` (a method call): the LM head's backward GEMMs."""
+    monkeypatch.setattr(aligned_gemm, "MIN_ELEMENTS", 1)
+    g, w = torch.randn(4, 13), torch.randn(13, 16)
+    module = compile_graph(tpg.capture(lambda g, w: (g.matmul(w), g.t().matmul(g)), g, w), (g, w),
+                           backends=[])
+    methods = [n for n in module.graph.nodes if n.op == "call_method" and n.target == "matmul"]
+    assert len(methods) == 2, [(n.op, n.target) for n in module.graph.nodes]
+    for node in module.graph.nodes:
+        if node.meta.get("tensor_meta") is not None and node.op != "output":
+            _as_cuda(node)
+    rewrite_misaligned_gemms(module)
+    assert [n.target for n in module.graph.nodes].count(aligned_matmul) == 2
+    got = module(g, w)
+    torch.testing.assert_close(got[0], g @ w)
+    torch.testing.assert_close(got[1], g.t() @ g)

@@ -162,7 +162,7 @@ def rewrite_misaligned_gemms(module: Any) -> Any:
         return module
     changed = []
     for node in graph.nodes:
-        if node.op != "call_function":
+        if node.op not in ("call_function", "call_method"):  # VJP rules emit ``g.matmul(w)``
             continue
         if _misaligned_linear(node):
             args = node.meta["prim_args"]
@@ -174,7 +174,7 @@ def rewrite_misaligned_gemms(module: Any) -> Any:
             node.args = (args["a"], args["b"])
         else:
             continue
-        node.kwargs = {}
+        node.op, node.kwargs = "call_function", {}
         changed.append(node.name)
     if changed:
         module.recompile()

@@ -3,7 +3,7 @@
 Kept opaque, attention runs on a tape (:mod:`.opaque`): the framework's autograd record
 lives until the backward, outside the graph. Eager itself calls one fused kernel pair; this
 module writes that pair into the joint graph instead: the forward node is the aten op eager
-would pick (``torch._fused_sdp_choice``: flash on the CPU; flash or memory-efficient on
+would pick (``torch._fused_sdp_choice``: flash on the CPU; flash, memory-efficient or cuDNN on
 CUDA), returning the output plus what its backward reads (log-sum-exp, RNG state, ...), and
 the backward node is the matching ``*_backward`` op -- plain tensors in, plain tensors out,
 so the min-cut sees them and a CUDA graph can replay them.
@@ -56,6 +56,17 @@ def _variants() -> Dict[str, _Variant]:
             lambda g, q, k, v, o, causal, scale: (
                 (g, q, k, v, o[0], o[1], o[2], o[3], o[4], o[5], 0.0, causal, o[6], o[7]),
                 {"scale": scale})),
+        # cuDNN's pair (what torch 2.11 picks for 16-bit attention on Hopper). Its backward
+        # takes the bias as a plain Tensor; None passes an undefined one, as torch's own
+        # derivative does.
+        "cudnn": _Variant(
+            "cudnn", aten._scaled_dot_product_cudnn_attention.default,
+            aten._scaled_dot_product_cudnn_attention_backward.default,
+            lambda q, k, v, causal, scale: ((q, k, v, None, True, 0.0, causal, False),
+                                            {"scale": scale}),
+            lambda g, q, k, v, o, causal, scale: (
+                (g, q, k, v, o[0], o[1], o[6], o[7], None, o[2], o[3], o[4], o[5], 0.0,
+                 causal), {"scale": scale})),
         "efficient": _Variant(
             "efficient", aten._scaled_dot_product_efficient_attention.default,
             aten._scaled_dot_product_efficient_attention_backward.default,
@@ -77,6 +88,8 @@ def _choose(q: Any, k: Any, v: Any, causal: bool, scale: Any) -> Optional[str]:
         return "flash_cpu" if q.device.type == "cpu" else "flash"
     if choice == SDPBackend.EFFICIENT_ATTENTION.value and q.device.type == "cuda":
         return "efficient"
+    if choice == SDPBackend.CUDNN_ATTENTION.value and q.device.type == "cuda":
+        return "cudnn"
     return None
 
 
