@@ -217,3 +217,39 @@ def test_tensorplay_cat_and_split_backward_in_the_graph():
     import numpy as np
     np.testing.assert_allclose(np.asarray(w.grad.numpy()), np.asarray(want.numpy()),
                                rtol=1e-5, atol=1e-5)
+
+
+class Attention(torch.nn.Module):
+    """Causal self-attention as transformers calls it: ``enable_gqa=True`` whenever no mask."""
+
+    def __init__(self, width=16, heads=2, kv_heads=2):
+        super().__init__()
+        self.heads, self.kv_heads, self.dim = heads, kv_heads, width // heads
+        self.q = torch.nn.Linear(width, width)
+        self.kv = torch.nn.Linear(width, 2 * kv_heads * self.dim)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q = self.q(x).view(b, t, self.heads, self.dim).transpose(1, 2)
+        k, v = (y.view(b, t, self.kv_heads, self.dim).transpose(1, 2)
+                for y in self.kv(x).split(self.kv_heads * self.dim, dim=2))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0,
+                                             is_causal=True, scale=0.25, enable_gqa=True)
+        return out.float().pow(2).mean()
+
+
+@pytest.mark.parametrize("kv_heads", [2, 1])
+def test_attention_with_enable_gqa_uses_the_fused_pair_only_without_grouping(kv_heads):
+    """Equal head counts: ``enable_gqa`` changes nothing and the fused forward / backward pair
+    replaces the tape (no opaque node, so CUDA graphs can replay it); grouped heads keep the
+    tape. Gradients equal eager's either way."""
+    torch.manual_seed(0)
+    model, x = Attention(kv_heads=kv_heads), torch.randn(2, 8, 16)
+    model(x).backward()
+    want = _grads(model)
+    compiled = tpg.compile(model, options=OPTIONS)
+    for _ in range(2):
+        compiled(x).backward()
+        for name, grad in _grads(model).items():
+            torch.testing.assert_close(grad, want[name], rtol=1e-4, atol=1e-6, msg=name)
+    assert ("opaque" in compiled.explain()) == (kv_heads == 1), compiled.explain()

@@ -147,10 +147,15 @@ def rewrite_attention(node: Node, replace: Any) -> None:
     params = dict(zip(_PARAMS, node.args))
     params.update(node.kwargs)
     if set(params) - set(_PARAMS) or params.get("attn_mask") is not None or \
-            params.get("dropout_p", 0.0) != 0.0 or params.get("enable_gqa", False):
+            params.get("dropout_p", 0.0) != 0.0:
         return
     metas = tuple(tensor_meta_of(params.get(name)) for name in _PARAMS[:3])
     if any(m is None for m in metas) or len({(m.dtype, m.device) for m in metas}) != 1:
+        return
+    # transformers passes enable_gqa=True whenever there is no mask; with as many key / value
+    # heads as query heads it changes nothing
+    if params.get("enable_gqa", False) and \
+            len({m.shape[-3] if len(m.shape) >= 3 else None for m in metas}) != 1:
         return
     causal, scale = bool(params.get("is_causal", False)), params.get("scale")
     variant = _verified(metas, causal, scale)
