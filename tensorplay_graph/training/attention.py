@@ -103,25 +103,28 @@ def _verified(metas: Tuple[TensorMeta, ...], causal: bool, scale: Any) -> Option
     found = None
     try:
         gen = torch.Generator(device=metas[0].device).manual_seed(0)
-        q, k, v = (_strided(m).normal_(generator=gen) if _dense(m) else None for m in metas)
-        name = None if q is None else _choose(q, k, v, causal, scale)
-        if name is not None:
-            variant = _variants()[name]
-            leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
-            want = F.scaled_dot_product_attention(*leaves, is_causal=causal, scale=scale)
-            grad = torch.randn(want.shape, generator=gen, device=want.device, dtype=want.dtype)
-            want_grads = torch.autograd.grad(want, leaves, grad)
-            args, kwargs = variant.fwd_args(q, k, v, causal, scale)
-            outs = variant.forward(*args, **kwargs)
-            args, kwargs = variant.bwd_args(grad, q, k, v, outs, causal, scale)
-            grads = variant.backward(*args, **kwargs)[:3]
-            torch.testing.assert_close(outs[0], want)
-            for got, expected in zip(grads, want_grads):
-                torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)
-            found = variant
+        if not all(_dense(m) for m in metas):
+            raise ValueError(f"operands not 4-D with known strides: {metas}")
+        q, k, v = (_strided(m).normal_(generator=gen) for m in metas)
+        name = _choose(q, k, v, causal, scale)
+        if name is None:
+            raise ValueError("eager's kernel for these inputs has no fused pair here")
+        variant = _variants()[name]
+        leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
+        want = F.scaled_dot_product_attention(*leaves, is_causal=causal, scale=scale)
+        grad = torch.randn(want.shape, generator=gen, device=want.device, dtype=want.dtype)
+        want_grads = torch.autograd.grad(want, leaves, grad)
+        args, kwargs = variant.fwd_args(q, k, v, causal, scale)
+        outs = variant.forward(*args, **kwargs)
+        args, kwargs = variant.bwd_args(grad, q, k, v, outs, causal, scale)
+        grads = variant.backward(*args, **kwargs)[:3]
+        torch.testing.assert_close(outs[0], want)
+        for got, expected in zip(grads, want_grads):
+            torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)
+        found = variant
     except Exception as exc:  # noqa: BLE001 - any mismatch keeps the opaque tape
         log.info("attention keeps its opaque tape (%s check: %s: %s)", metas[0].device,
-                 type(exc).__name__, str(exc)[:200])
+                 type(exc).__name__, str(exc)[:300])
         found = None
     _CHECKED[key] = found
     return found
@@ -138,6 +141,33 @@ def _dense(meta: TensorMeta) -> bool:
     return meta.stride is not None and len(meta.shape) == 4
 
 
+def _device(device: Any) -> str:
+    """``cuda`` and ``cuda:0`` (the current device) are one device."""
+    import torch
+    found = torch.device(device)
+    if found.type == "cuda" and found.index is None and torch.cuda.is_available():
+        found = torch.device("cuda", torch.cuda.current_device())
+    return str(found)
+
+
+def _unsupported(params: Dict[str, Any], metas: Tuple[Any, ...]) -> Optional[str]:
+    """Why an SDPA call cannot take a fused pair, or None."""
+    if set(params) - set(_PARAMS):
+        return f"unknown arguments {sorted(set(params) - set(_PARAMS))}"
+    if params.get("attn_mask") is not None or params.get("dropout_p", 0.0) != 0.0:
+        return "a mask or dropout"
+    if any(m is None for m in metas):
+        return "an operand without tensor metadata"
+    if len({(m.dtype, _device(m.device)) for m in metas}) != 1:
+        return f"operands of several dtypes / devices: {[(m.dtype, str(m.device)) for m in metas]}"
+    # transformers passes enable_gqa=True whenever there is no mask; with as many key / value
+    # heads as query heads it changes nothing
+    if params.get("enable_gqa", False) and \
+            len({m.shape[-3] if len(m.shape) >= 3 else None for m in metas}) != 1:
+        return "grouped query heads (enable_gqa)"
+    return None
+
+
 def rewrite_attention(node: Node, replace: Any) -> None:
     """Replace an SDPA call by the verified fused forward op (see module docstring)."""
     import torch
@@ -146,20 +176,13 @@ def rewrite_attention(node: Node, replace: Any) -> None:
         return
     params = dict(zip(_PARAMS, node.args))
     params.update(node.kwargs)
-    if set(params) - set(_PARAMS) or params.get("attn_mask") is not None or \
-            params.get("dropout_p", 0.0) != 0.0:
-        return
     metas = tuple(tensor_meta_of(params.get(name)) for name in _PARAMS[:3])
-    if any(m is None for m in metas) or len({(m.dtype, m.device) for m in metas}) != 1:
-        return
-    # transformers passes enable_gqa=True whenever there is no mask; with as many key / value
-    # heads as query heads it changes nothing
-    if params.get("enable_gqa", False) and \
-            len({m.shape[-3] if len(m.shape) >= 3 else None for m in metas}) != 1:
-        return
     causal, scale = bool(params.get("is_causal", False)), params.get("scale")
-    variant = _verified(metas, causal, scale)
+    why = _unsupported(params, metas)
+    variant = None if why else _verified(metas, causal, scale)
     if variant is None:
+        log.info("attention %s keeps its opaque tape: %s", node.name,
+                 why or "the fused pair was not verified for these inputs (see above)")
         return
     q, k, v = (params[name] for name in _PARAMS[:3])
     samples = _sample_outputs(variant, metas, causal, scale)
