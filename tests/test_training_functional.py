@@ -253,3 +253,37 @@ def test_attention_with_enable_gqa_uses_the_fused_pair_only_without_grouping(kv_
         for name, grad in _grads(model).items():
             torch.testing.assert_close(grad, want[name], rtol=1e-4, atol=1e-6, msg=name)
     assert ("opaque" in compiled.explain()) == (kv_heads == 1), compiled.explain()
+
+
+class MaskedAttention(Attention):
+    """Attention through a constant boolean mask, as transformers 4.57 builds it under a
+    compiler (``is_compiling()``): the causal one, or one that also hides a key."""
+
+    def __init__(self, hide_key=None, t=8):
+        super().__init__()
+        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        if hide_key is not None:
+            mask[hide_key + 1:, hide_key] = False
+        self.register_buffer("mask", mask[None, None].expand(2, 1, t, t).clone())
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q = self.q(x).view(b, t, self.heads, self.dim).transpose(1, 2)
+        k, v = (y.view(b, t, self.kv_heads, self.dim).transpose(1, 2)
+                for y in self.kv(x).split(self.kv_heads * self.dim, dim=2))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask, is_causal=False)
+        return out.float().pow(2).mean()
+
+
+@pytest.mark.parametrize("hide_key", [None, 2])
+def test_a_constant_causal_mask_becomes_is_causal_and_any_other_mask_keeps_the_tape(hide_key):
+    torch.manual_seed(0)
+    model, x = MaskedAttention(hide_key), torch.randn(2, 8, 16)
+    model(x).backward()
+    want = _grads(model)
+    compiled = tpg.compile(model, options=OPTIONS)
+    for _ in range(2):
+        compiled(x).backward()
+        for name, grad in _grads(model).items():
+            torch.testing.assert_close(grad, want[name], rtol=1e-4, atol=1e-6, msg=name)
+    assert ("opaque" in compiled.explain()) == (hide_key is not None), compiled.explain()

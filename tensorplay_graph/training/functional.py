@@ -65,7 +65,7 @@ def simplify(jgm: Any, framework: str) -> None:
         elif framework == "torch" and _prim_name(node) == "cross_entropy":
             _cross_entropy(jgm, node)
         elif framework == "torch" and _torch_function(node, "scaled_dot_product_attention"):
-            rewrite_attention(node, _replace)
+            rewrite_attention(node, _replace, jgm)
 
 
 def _replace(node: Node, new: Node) -> None:
