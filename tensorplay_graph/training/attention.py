@@ -154,8 +154,12 @@ def _unsupported(params: Dict[str, Any], metas: Tuple[Any, ...]) -> Optional[str
     """Why an SDPA call cannot take a fused pair, or None."""
     if set(params) - set(_PARAMS):
         return f"unknown arguments {sorted(set(params) - set(_PARAMS))}"
-    if params.get("attn_mask") is not None or params.get("dropout_p", 0.0) != 0.0:
-        return "a mask or dropout"
+    mask = params.get("attn_mask")
+    if mask is not None:
+        where = f"{mask.op} {mask.target}" if isinstance(mask, Node) else type(mask).__name__
+        return f"a mask that is not a constant causal one ({where}: {tensor_meta_of(mask)})"
+    if params.get("dropout_p", 0.0) != 0.0:
+        return f"dropout_p={params['dropout_p']}"
     if any(m is None for m in metas):
         return "an operand without tensor metadata"
     if len({(m.dtype, _device(m.device)) for m in metas}) != 1:
