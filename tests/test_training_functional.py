@@ -244,7 +244,13 @@ def test_attention_with_enable_gqa_uses_the_fused_pair_only_without_grouping(kv_
     replaces the tape (no opaque node, so CUDA graphs can replay it); grouped heads keep the
     tape. Gradients equal eager's either way."""
     torch.manual_seed(0)
-    model, x = Attention(kv_heads=kv_heads), torch.randn(2, 8, 16)
+    explain = _trains_like_eager(Attention(kv_heads=kv_heads))
+    assert ("opaque" in explain) == (kv_heads == 1), explain
+
+
+def _trains_like_eager(model):
+    """Two compiled steps of ``model`` on one batch give eager's gradients; ``explain()``."""
+    x = torch.randn(2, 8, 16)
     model(x).backward()
     want = _grads(model)
     compiled = tpg.compile(model, options=OPTIONS)
@@ -252,7 +258,7 @@ def test_attention_with_enable_gqa_uses_the_fused_pair_only_without_grouping(kv_
         compiled(x).backward()
         for name, grad in _grads(model).items():
             torch.testing.assert_close(grad, want[name], rtol=1e-4, atol=1e-6, msg=name)
-    assert ("opaque" in compiled.explain()) == (kv_heads == 1), compiled.explain()
+    return compiled.explain()
 
 
 class MaskedAttention(Attention):
@@ -278,12 +284,5 @@ class MaskedAttention(Attention):
 @pytest.mark.parametrize("hide_key", [None, 2])
 def test_a_constant_causal_mask_becomes_is_causal_and_any_other_mask_keeps_the_tape(hide_key):
     torch.manual_seed(0)
-    model, x = MaskedAttention(hide_key), torch.randn(2, 8, 16)
-    model(x).backward()
-    want = _grads(model)
-    compiled = tpg.compile(model, options=OPTIONS)
-    for _ in range(2):
-        compiled(x).backward()
-        for name, grad in _grads(model).items():
-            torch.testing.assert_close(grad, want[name], rtol=1e-4, atol=1e-6, msg=name)
-    assert ("opaque" in compiled.explain()) == (hide_key is not None), compiled.explain()
+    explain = _trains_like_eager(MaskedAttention(hide_key))
+    assert ("opaque" in explain) == (hide_key is not None), explain
