@@ -169,9 +169,8 @@ def plan(gm, inputs):
 def ours(model, ids):
     """Our joint graph for the step: its split, saved values and the plan of both halves."""
     from tensorplay_graph.capture import capture
-    from tensorplay_graph.ir.graph_module import get_attr_path
     from tensorplay_graph.training.joint import build_joint
-    from tensorplay_graph.training.mincut import split_joint
+    from tensorplay_graph.training.mincut import example_arguments, split_joint
 
     def step(ids):
         return model(ids, labels=ids).loss
@@ -181,20 +180,13 @@ def ours(model, ids):
     joint = build_joint(captured, (ids,))
     split = split_joint(joint)
     build_s = time.perf_counter() - start
-    primals = [ids] + [get_attr_path(captured, n) for n in joint.params]
-    with torch.no_grad():
-        results = split.forward(*primals)
-    produced = iter(results[len(joint.outputs):])
-    chosen = getattr(split, "saved_primals", {})  # saved inputs are passed, not returned
-    saved = [primals[chosen[i]] if i in chosen else next(produced)
-             for i in range(len(split.saved))]
-    tangents = [torch.ones_like(results[i]) for i in joint.differentiable]
+    primals, backward_args = example_arguments(captured, joint, split, (ids,))
     return {"opaque": sorted(collections.Counter(joint.opaque).items()),
             "mincut_saved_values": len(split.saved),
             "mincut_saved_mb": round(split.saved_bytes / 2**20, 2),
             "recomputed": len(split.recomputed), "joint_build_s": round(build_s, 2),
             "forward": plan(split.forward, primals),
-            "backward": plan(split.backward, saved + tangents)}
+            "backward": plan(split.backward, backward_args)}
 
 
 def run(name, tokens, layers=None):

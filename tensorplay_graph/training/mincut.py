@@ -13,7 +13,7 @@ of a chain of pointwise ops instead of every intermediate the chain's VJPs read.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..ir import Graph, GraphModule
 from ..ir.meta import TensorMeta
@@ -171,3 +171,21 @@ def split_joint(joint: JointGraph) -> SplitProgram:
                         saved_primals)
 
 
+
+
+def example_arguments(captured: Any, joint: Any, split: Any, inputs: Sequence[Any]
+                      ) -> Tuple[list, list]:
+    """Example arguments of ``split``'s forward and backward graphs for a call of
+    ``captured`` with ``inputs``: the primals (inputs, then ``joint``'s parameters), and the
+    saved values (the forward run once, without grad) followed by all-ones tangents."""
+    from ..frameworks import adapter_for
+    torch = adapter_for("torch").module
+    primals = list(inputs) + [get_attr_path(captured, n) for n in joint.params]
+    with torch.no_grad():
+        results = split.forward(*primals)
+    produced = iter(results[len(joint.outputs):])
+    chosen = getattr(split, "saved_primals", {})  # saved inputs are passed, not returned
+    saved = [primals[chosen[i]] if i in chosen else next(produced)
+             for i in range(len(split.saved))]
+    tangents = [torch.ones_like(results[i]) for i in joint.differentiable]
+    return primals, saved + tangents

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
 from .launcher import SpecializedLaunch
-from ...ir.graph_module import get_attr_path
 
 log = logging.getLogger(__name__)
 
@@ -204,20 +203,11 @@ def training_halves(step: Any, *inputs: Any) -> List[tuple]:
     VJP rules, with example arguments (the forward is run once, on the CPU, for the saved
     values' shapes)."""
     from ...capture import capture
-    from ...frameworks import adapter_for
     from ...training.joint import build_joint
-    from ...training.mincut import split_joint
-    torch = adapter_for("torch").module
+    from ...training.mincut import example_arguments, split_joint
     captured = capture(step, *inputs)
     joint = build_joint(captured, tuple(inputs))
     split = split_joint(joint)
-    primals = list(inputs) + [get_attr_path(captured, n) for n in joint.params]
-    with torch.no_grad():
-        results = split.forward(*primals)
-    produced = iter(results[len(joint.outputs):])
-    chosen = getattr(split, "saved_primals", {})  # saved inputs are passed, not returned
-    saved = [primals[chosen[i]] if i in chosen else next(produced)
-             for i in range(len(split.saved))]
-    tangents = [torch.ones_like(results[i]) for i in joint.differentiable]
-    return [("forward", split.forward, primals), ("backward", split.backward, saved + tangents)]
+    primals, backward_args = example_arguments(captured, joint, split, inputs)
+    return [("forward", split.forward, primals), ("backward", split.backward, backward_args)]
 
