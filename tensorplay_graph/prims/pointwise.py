@@ -14,6 +14,7 @@ import numpy as np
 
 from ..ir.meta import TensorMeta
 from . import register
+from . import extremum_ties as ties
 from . import pointwise_lowerings as low
 from .record import Prim
 from .reference_math import NAMESPACE as _REFERENCE_HELPERS
@@ -165,10 +166,12 @@ _binary("pow", reference=low.pow_ref, triton=low.pow_triton, tilelang="T.pow({a}
         meta=left_scalar_as_tensor, spell={"op": "pow"},
         declines={"triton": low.pow_triton_declines},
         traits={"transcendental", "tensorplay_opmath_scalar"})
-_binary("maximum", reference=low.maximum_ref, triton="tl.maximum({a}, {b}" + low.NAN_ALL + ")",
-        tilelang=low.tl_nan("T.max"), declines={"reference": low.extremum_reference_declines})
-_binary("minimum", reference=low.minimum_ref, triton="tl.minimum({a}, {b}" + low.NAN_ALL + ")",
-        tilelang=low.tl_nan("T.min"), declines={"reference": low.extremum_reference_declines})
+_EXTREMUM_DECLINES = {"reference": ties.extremum_reference_declines,
+                      "triton": ties.extremum_triton_declines}
+_binary("maximum", reference=ties.maximum_ref, triton=ties.maximum_triton,
+        tilelang=low.tl_nan("T.max"), declines=_EXTREMUM_DECLINES)
+_binary("minimum", reference=ties.minimum_ref, triton=ties.minimum_triton,
+        tilelang=low.tl_nan("T.min"), declines=_EXTREMUM_DECLINES)
 _record("where", signature=where, meta=where_meta, spellings=_spell("where"),
         reference="np.where({cond}, {a}, {b})", triton="tl.where({cond}, {a}, {b})",
         tilelang="T.if_then_else({cond}, {a}, {b})",
