@@ -222,11 +222,13 @@ for _name, _sym in _COMPARISONS.items():
     _binary(_name, reference=_expr, triton=_expr, tilelang=_expr, meta=boolean,
             spell={"op": _name}, compute="promoted", traits=_SELF_CONSTANT)
 
-_LOGICAL = {"and": ("np.logical_and", "&", "T.And"), "or": ("np.logical_or", "|", "T.Or"),
-            "xor": ("np.logical_xor", "^", None)}
-for _name, (_np, _sym, _tl) in _LOGICAL.items():
-    _binary(f"logical_{_name}", reference=f"{_np}({{a}}, {{b}})",
-            triton=f"(({{a}} != 0) {_sym} ({{b}} != 0))",
+# Triton: selects and !=, not & | ^: the interpreter cannot combine an int1 block with a 0-d
+# int1 (a loaded scalar; numpy bitwise_and TypeError, seed 20001370)
+_LOGICAL = {"and": ("np.logical_and", "tl.where({a} != 0, {b} != 0, False)", "T.And"),
+            "or": ("np.logical_or", "tl.where({a} != 0, True, {b} != 0)", "T.Or"),
+            "xor": ("np.logical_xor", "(({a} != 0) != ({b} != 0))", None)}
+for _name, (_np, _triton, _tl) in _LOGICAL.items():
+    _binary(f"logical_{_name}", reference=f"{_np}({{a}}, {{b}})", triton=_triton,
             tilelang=f"{_tl}({{a}} != 0, {{b}} != 0)" if _tl else "(({a} != 0) != ({b} != 0))",
             meta=boolean, compute="none", traits=_SELF_CONSTANT if _name == "xor" else ())
 _unary("logical_not", reference="np.logical_not({a})", triton="({a} == 0)", tilelang="({a} == 0)",

@@ -43,3 +43,31 @@ def test_minimum_maximum_tie_keeps_cpu_eagers_operand(n, claimed):
 
     declined = compiled_equals_eager(program, zero, neg, mixed)
     assert ("minimum" not in declined) == claimed, declined
+
+
+def test_logical_ops_of_a_block_and_a_loaded_scalar():
+    # seed 20001370: `logical_and(exp(maximum(x1[-1:], x0)), x1[-1:])`: x1[-1:] is one scalar
+    # load (0-d) and the interpreter raised numpy's bitwise_and TypeError on `block & scalar`.
+    def program(x1, x0):
+        v3 = x1[-1:]
+        v9 = torch.exp(torch.maximum(v3, x0))
+        return (torch.logical_and(v9, v3), torch.logical_or(x0, x1[1:2]),
+                torch.logical_xor(x1[:1], x0), torch.logical_and(x1[-1:], x1[2:]))
+
+    for x1 in (torch.tensor([1.0, 0.0, 0.5]), torch.tensor([0.0, 2.0, 0.0])):
+        for x0 in (torch.tensor([0.25, 0.0], dtype=torch.bfloat16), torch.zeros(2, dtype=torch.bfloat16)):
+            declined = compiled_equals_eager(program, x1, x0)
+            assert not {"logical_and", "logical_or", "logical_xor"} & set(declined), declined
+
+
+def test_where_of_int_literals_is_int64():
+    # seed 20001675: `torch.where(b, -1, -1).amax()`: Triton typed the literals int32 while the
+    # node is int64, so the amax's int64 neutral overflowed the block ("Scalar
+    # -9223372036854775808 is out of range for type int32"); an int64 sum past 2**31 wrapped.
+    def program(x):
+        big = torch.where(x > 0, 2147483647, 0)
+        return torch.where(x > 0, -1, -1).amax(), big + 1, big.sum(), torch.where(x < 0, 3, -5).amin(0)
+
+    x = torch.tensor([[1.0, -2.0, 0.5], [0.0, 3.0, -1.0]])
+    declined = compiled_equals_eager(program, x)
+    assert not {"amax", "amin", "sum", "add"} & set(declined), declined
