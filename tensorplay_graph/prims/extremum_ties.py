@@ -34,9 +34,9 @@ _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 def scalar_loop_bytes() -> int:
     """Result bytes below which torch's CPU ``maximum`` / ``minimum`` never vectorise: two
     SIMD vectors (x86 kernels: 2 x 256 bits at least; ARM NEON: 2 x 128 bits)."""
+    from ..frameworks import adapter_for
     try:
-        import torch
-        capability = torch.backends.cpu.get_cpu_capability()
+        capability = adapter_for("torch").module.backends.cpu.get_cpu_capability()
     except Exception:  # no torch (a TensorPlay-only install): the smallest width
         return 32
     return 64 if capability in ("DEFAULT", "AVX2", "AVX512") else 32
