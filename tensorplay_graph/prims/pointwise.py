@@ -14,6 +14,7 @@ import numpy as np
 
 from ..ir.meta import TensorMeta
 from . import register
+from . import extremum_ties as ties
 from . import pointwise_lowerings as low
 from .record import Prim
 from .reference_math import NAMESPACE as _REFERENCE_HELPERS
@@ -165,10 +166,12 @@ _binary("pow", reference=low.pow_ref, triton=low.pow_triton, tilelang="T.pow({a}
         meta=left_scalar_as_tensor, spell={"op": "pow"},
         declines={"triton": low.pow_triton_declines},
         traits={"transcendental", "tensorplay_opmath_scalar"})
-_binary("maximum", reference=low.maximum_ref, triton="tl.maximum({a}, {b}" + low.NAN_ALL + ")",
-        tilelang=low.tl_nan("T.max"), declines={"reference": low.extremum_reference_declines})
-_binary("minimum", reference=low.minimum_ref, triton="tl.minimum({a}, {b}" + low.NAN_ALL + ")",
-        tilelang=low.tl_nan("T.min"), declines={"reference": low.extremum_reference_declines})
+_EXTREMUM_DECLINES = {"reference": ties.extremum_reference_declines,
+                      "triton": ties.extremum_triton_declines}
+_binary("maximum", reference=ties.maximum_ref, triton=ties.maximum_triton,
+        tilelang=low.tl_nan("T.max"), declines=_EXTREMUM_DECLINES)
+_binary("minimum", reference=ties.minimum_ref, triton=ties.minimum_triton,
+        tilelang=low.tl_nan("T.min"), declines=_EXTREMUM_DECLINES)
 _record("where", signature=where, meta=where_meta, spellings=_spell("where"),
         reference="np.where({cond}, {a}, {b})", triton="tl.where({cond}, {a}, {b})",
         tilelang="T.if_then_else({cond}, {a}, {b})",
@@ -219,11 +222,13 @@ for _name, _sym in _COMPARISONS.items():
     _binary(_name, reference=_expr, triton=_expr, tilelang=_expr, meta=boolean,
             spell={"op": _name}, compute="promoted", traits=_SELF_CONSTANT)
 
-_LOGICAL = {"and": ("np.logical_and", "&", "T.And"), "or": ("np.logical_or", "|", "T.Or"),
-            "xor": ("np.logical_xor", "^", None)}
-for _name, (_np, _sym, _tl) in _LOGICAL.items():
-    _binary(f"logical_{_name}", reference=f"{_np}({{a}}, {{b}})",
-            triton=f"(({{a}} != 0) {_sym} ({{b}} != 0))",
+# Triton: selects and !=, not & | ^: the interpreter cannot combine an int1 block with a 0-d
+# int1 (a loaded scalar; numpy bitwise_and TypeError, seed 20001370)
+_LOGICAL = {"and": ("np.logical_and", "tl.where({a} != 0, {b} != 0, False)", "T.And"),
+            "or": ("np.logical_or", "tl.where({a} != 0, True, {b} != 0)", "T.Or"),
+            "xor": ("np.logical_xor", "(({a} != 0) != ({b} != 0))", None)}
+for _name, (_np, _triton, _tl) in _LOGICAL.items():
+    _binary(f"logical_{_name}", reference=f"{_np}({{a}}, {{b}})", triton=_triton,
             tilelang=f"{_tl}({{a}} != 0, {{b}} != 0)" if _tl else "(({a} != 0) != ({b} != 0))",
             meta=boolean, compute="none", traits=_SELF_CONSTANT if _name == "xor" else ())
 _unary("logical_not", reference="np.logical_not({a})", triton="({a} == 0)", tilelang="({a} == 0)",

@@ -290,16 +290,6 @@ def pow_ref(a, b, framework="torch"):
     return f"_pow({a}, {b}, {framework if tensor_exponent else 'torch'!r})"
 
 
-def minimum_ref(a, b, framework="torch"):
-    # On a tie (0.0 vs -0.0) TensorPlay keeps the second operand (measured); torch's pick
-    # depends on the size (scalar vs vectorised loop), so NumPy's is as good as any.
-    return f"_pick({b}, {a}, {a} < {b})" if framework == "tensorplay" else f"np.minimum({a}, {b})"
-
-
-def maximum_ref(a, b, framework="torch"):
-    return f"_pick({a}, {b}, {b} > {a})" if framework == "tensorplay" else f"np.maximum({a}, {b})"
-
-
 
 # ----------------------------------------------------------------------------- checks
 
@@ -363,12 +353,6 @@ def gelu_reference_declines(args, out: TensorMeta, framework: str) -> Optional[s
             framework == "torch":
         return ("torch's float32 gelu kernel gives NaN at +inf and inf near the float32 "
                 "maximum (its vectorised erf); not modelled")
-    return None
-
-
-def extremum_reference_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
-    if out.dtype in ("float16", "bfloat16") and framework == "tensorplay":
-        return "TensorPlay's 16-bit maximum / minimum drop some NaNs (measured); not modelled"
     return None
 
 

@@ -21,7 +21,7 @@ from ...ir.meta import permuted_strides
 from .codegen_reduction import Emitter, RowOps, emit_rule
 from ...prims.pointwise_lowerings import HALF_FLOATS, round16_triton
 from .layout import broadcast_strides
-from .kernel_desc import KernelDesc, OutputArg, TensorArg, compute_dtype, literal
+from .kernel_desc import TL_DTYPES, KernelDesc, OutputArg, TensorArg, compute_dtype, literal
 from .plan import KernelPlan, PointwiseSpace, RowsSpace
 
 _RESERVED = re.compile(r"^(tl|triton|pid|offs|mask|row|cols|numel|n_cols|BLOCK_SIZE|BLOCK_N|"
@@ -275,6 +275,10 @@ def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int)
             mapped = {k: em.cast(v, work) if k in _OPERAND_KEYS and is_node(args[k]) else v
                       for k, v in mapped.items()}
         expr = prim.render("triton", **mapped)
+        if _literal_integers(prim, args, tm.dtype):
+            # Triton types int literals int32 (``where(c, -1, -1)``); eager's result is int64
+            # (seed 20001675: an int64 amax's neutral then overflowed the int32 block)
+            expr = f"({expr}).to({TL_DTYPES[compute_dtype(tm.dtype)]})"
         if common == "bool" and tm.dtype == "bool":
             expr = f"({expr} != 0)"
         if tm.dtype in HALF_FLOATS:
@@ -290,6 +294,14 @@ def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int)
 
 #: Pointwise arguments that are operands of the computation (``cond`` of where is not).
 _OPERAND_KEYS = ("a", "b", "min", "max")
+
+
+def _literal_integers(prim: Any, args: Dict[str, Any], dtype: str) -> bool:
+    """True when an integer result is computed from Python int operands only."""
+    if dtype == "bool" or dtype.startswith("float") or prim.compute == "none":
+        return False
+    operands = [args[k] for k in _OPERAND_KEYS if k in args]
+    return bool(operands) and not any(is_node(v) for v in operands)
 
 
 def _integer_operand_dtype(args: Dict[str, Any]) -> Optional[str]:
