@@ -8,23 +8,25 @@ derived from such values is wrong: ``x[fake > 0]`` has as many rows as the garba
 positive entries, and the next op on it raised a size mismatch during capture although
 eager runs the program (seed 20002147).
 
-So an op that reads a made-up value gets no example (its metadata is learned on the
-compiled program's first call, as for a custom op without a fake) when its result's shape
-depends on the values (:func:`shape_reads_values`), or when computing the example fails
-(an index out of range in the garbage). Its result is made-up too.
+So an op whose result's shape depends on made-up values (:func:`shape_deciders`:
+``x[fake > 0]``, but not ``fake[real_mask]``), or whose example fails on them (an index
+out of range in the garbage), gets no example: its metadata is learned on the compiled
+program's first call, as for a custom op without a fake. Its result is made up too, and
+Python may not read its shape (a TensorPlay program then runs eagerly).
 """
 
 from __future__ import annotations
 
 import operator
-from typing import Any, Set
+from typing import Any, List, Optional, Set
 
 from ..frameworks import is_tensor
+from ..ir.node import map_arg
 
-__all__ = ["UnknownValues", "shape_reads_values"]
+__all__ = ["VALUE_SHAPED", "UnknownValues", "shape_deciders"]
 
 #: Ops (function or method names) whose result's shape depends on the input's values.
-_VALUE_SHAPED = frozenset({
+VALUE_SHAPED = frozenset({
     "nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount",
     "repeat_interleave", "nonzero_static", "histogram", "histogramdd",
 })
@@ -42,28 +44,58 @@ def _has_mask(index: Any) -> bool:
     return is_tensor(index) and "bool" in str(index.dtype).lower()
 
 
-def shape_reads_values(kind: str, target: Any, example_args: tuple) -> bool:
-    """Whether the result's shape of ``target(*example_args)`` depends on tensor values."""
+def _nodes(value: Any) -> List[Any]:
+    found: List[Any] = []
+    map_arg(value, found.append)
+    return found
+
+
+def shape_deciders(node: Any, kind: str, target: Any, example_args: tuple) -> Optional[list]:
+    """The input nodes whose values decide the shape of ``node``'s result (``x[mask]``: the
+    mask's), or None when its shape does not depend on tensor values."""
     name = target if kind == "call_method" else getattr(target, "__name__", "")
-    if name in _VALUE_SHAPED:
-        return True
-    if target is operator.getitem or name in ("__getitem__", "index"):
-        return len(example_args) > 1 and _has_mask(example_args[1:])
-    if name == "where":
-        return len(example_args) == 1  # where(cond): the indices of the true entries
-    return False
+    if name in VALUE_SHAPED or (name == "where" and len(example_args) == 1):
+        return list(node.all_input_nodes)  # where(cond): the indices of the true entries
+    if (target is operator.getitem or name in ("__getitem__", "index")) and \
+            len(example_args) > 1 and _has_mask(example_args[1:]):
+        return _nodes(node.args[1:])
+    return None
 
 
 class UnknownValues:
-    """The nodes of one trace whose example values are made up (module docstring)."""
+    """Per trace: nodes whose example values are made up (``nodes``), and nodes whose shape
+    holds only for this call's data or is not known (``varying``: ``x[mask]``, what is
+    computed from it, ops whose example made-up values could not give). Python may not
+    read a ``varying`` shape (``proxy.varying_shape``)."""
 
     def __init__(self) -> None:
         self.nodes: Set[Any] = set()
+        self.varying: Set[Any] = set()
 
     def reads(self, node: Any) -> bool:
         """Whether ``node`` reads a made-up value."""
         nodes = self.nodes
         return bool(nodes) and any(n in nodes for n in node.all_input_nodes)
+
+    def shape_from_made_up(self, node: Any, kind: str, target: Any, example_args: tuple) -> bool:
+        """Note a data-dependent shape; True when made-up values would decide it (the node
+        then gets no example)."""
+        deciders = shape_deciders(node, kind, target, example_args)
+        if deciders is None:
+            return False
+        self.varying.add(node)
+        if any(n in self.nodes for n in deciders):
+            self.nodes.add(node)
+            return True
+        return False
+
+    def note(self, node: Any, example: Any) -> None:
+        """After ``node``'s example: a result computed from a varying shape varies too
+        (unless it is 0-d); an unknown example is treated as varying."""
+        varying = self.varying
+        if varying and any(n in varying for n in node.all_input_nodes) and \
+                getattr(example, "shape", None) != ():
+            varying.add(node)
 
     def mark(self, node: Any, inplace: bool) -> None:
         """``node``'s value is made up (and so is the tensor it writes in place)."""

@@ -85,13 +85,31 @@ def test_shapes_from_made_up_example_values_are_learned_at_run_time(program, bac
 
 def test_made_up_values_only_drop_examples_they_would_falsify():
     # A mask of real values keeps its example (and so its recorded metadata).
+    # Seed 32000788: a fake's output indexed by a real mask keeps its (right) shape, so the
+    # program's Python branch on it is captured, not turned into a graph break.
     def program(x):
-        return x[x > 1.5] * 2, _affine(x, 2.0) * 3
+        picked = _affine(x, 2.0)[x > 1.5]
+        return x[x > 1.5] * 2, _affine(x, 2.0) * 3, picked + 1 if picked.dim() else picked
 
     gm = tpg.capture(program, _vec([1.0, 2.0, 3.0]))
     metas = {n.name: n.meta.get("tensor_meta") for n in gm.graph.nodes}
-    assert tuple(metas["getitem"].shape) == (2,)
+    assert tuple(metas["getitem"].shape) == (2,) and tuple(metas["getitem_1"].shape) == (2,)
     assert tuple(metas["mul_1"].shape) == (3,)
+    want = program(_vec([1.0, 2.0, 3.0]))
+    for g, w in zip(tpg.compile(program, backend="reference")(_vec([1.0, 2.0, 3.0])), want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+def test_a_python_branch_on_a_shape_from_made_up_values_runs_eagerly():
+    def program(x):
+        picked = x[_affine(x, 3.0) > 0.5]
+        return picked * 2 if picked.numel() > 2 else picked - 1
+
+    compiled = tpg.compile(program, backend="reference")
+    for values in ([1.0, 2.0, 3.0], [1.0, -2.0, 3.0]):
+        want = program(_vec(values))
+        got = compiled(_vec(values))
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
 def _grads(program, *values):
@@ -152,3 +170,22 @@ def test_generator_avoids_tensorplay_eager_defects_of_the_run():
         assert any(g.op_matmul() for _ in range(20)) is emits
     for seed in (20012215, 20015187, 20011084, 20002147, 20011942):
         assert check(generate(seed, "tensorplay"), "reference").status == "ok", seed
+
+
+@pytest.mark.parametrize("framework", ["tensorplay", "torch"])
+def test_python_reads_of_a_data_dependent_shape_are_not_specialised(framework):
+    # `n = x[x > 0].shape[0]; zeros(n)` was captured with the first call's n: a later call
+    # with one more positive entry returned 2 ones where eager returns 3. Reading such a
+    # shape into Python is now a graph break (TensorPlay: eager for that input signature).
+    lib = T if framework == "tensorplay" else pytest.importorskip("torch")
+
+    def program(x):
+        v = x[x > 0]
+        return lib.zeros(v.shape[0]) + v.numel(), v * 2
+
+    compiled = tpg.compile(program, backend="reference")
+    for values in ([1.0, -1.0, 2.0], [1.0, 3.0, 2.0], [-1.0, -2.0, -3.0]):
+        x = lib.tensor(values)
+        for g, w in zip(compiled(x), program(x)):
+            assert tuple(g.shape) == tuple(w.shape)
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
