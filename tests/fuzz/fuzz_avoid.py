@@ -121,3 +121,25 @@ def silu_nan_past_exp_range(T: Any, code: str, ns: Dict[str, Any], value: Any) -
     if not isinstance(ref, T.Tensor) or tuple(ref.shape) != tuple(value.shape):
         return False
     return bool((_nan_mask(value) & ~_nan_mask(ref)).any())
+
+
+_INT_DIVISIONS = ("remainder", "fmod", "floor_divide", "//", "%", "rounding_mode")
+
+
+def tensorplay_eager_would_die(T: Any, code: str, ns: Dict[str, Any]) -> bool:
+    """True when running ``code`` could kill TensorPlay 1.0.0's eager process (checked
+    before it runs): an integer division / remainder of a tensor holding its dtype's minimum.
+
+    ``INT64_MIN // -1`` (also ``%``, ``fmod``, ``remainder``, ``div(rounding_mode=...)``) traps
+    on x86 and TensorPlay dies with SIGFPE (seeds 20002817 / 20005018: `T.remainder(v, -1)` of a
+    NaN cast to int64); torch wraps. Such values come from casting NaN / inf to ints.
+    """
+    if not any(op in code for op in _INT_DIVISIONS):
+        return False
+    for value in _named_tensors(T, code, ns).values():
+        name = _name(value)
+        if name in ("int8", "int16", "int32", "int64") and value.numel():
+            low = np.iinfo(name).min
+            if bool((np.asarray(value.contiguous().numpy()) == low).any()):
+                return True
+    return False

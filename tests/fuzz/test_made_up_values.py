@@ -189,3 +189,26 @@ def test_python_reads_of_a_data_dependent_shape_are_not_specialised(framework):
         for g, w in zip(compiled(x), program(x)):
             assert tuple(g.shape) == tuple(w.shape)
             np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+def test_generator_never_divides_an_integer_minimum_in_tensorplay():
+    # Seeds 20002817 / 20005018: `T.remainder(v, -1)` with v holding INT64_MIN (a NaN cast to
+    # int64) kills TensorPlay's eager process with SIGFPE (x86 traps INT_MIN / -1); the run
+    # lost a worker each time. The statement is now rejected before it runs.
+    import os
+    import subprocess
+    import sys
+
+    from fuzz_avoid import tensorplay_eager_would_die
+
+    ns = {"T": T, "x": T.tensor([-2 ** 63, 3]), "y": T.tensor([2, 3])}
+    assert tensorplay_eager_would_die(T, "T.remainder(x, -1)", ns)
+    assert tensorplay_eager_would_die(T, "(x // -1)", ns)
+    assert not tensorplay_eager_would_die(T, "T.remainder(y, -1)", ns)
+    assert not tensorplay_eager_would_die(T, "(x + 1)", ns)
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = ("import sys; sys.path[:0] = [%r, %r]; from fuzz_gen import generate; "
+            "generate(20002817, 'tensorplay'); generate(20005018, 'tensorplay')"
+            % (here, os.path.dirname(os.path.dirname(here))))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
