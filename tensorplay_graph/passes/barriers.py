@@ -125,9 +125,11 @@ def barrier_of(node, backends: Sequence = (), must_alias: Optional[Dict[Any, str
                        f"a copy, so it runs eagerly")
     source = data_shaped.get(node) if data_shaped else None
     if source is not None:
+        label = op_label(source)
+        origin = source.name if label == source.name else f"{source.name}, {label}"
         return Barrier("data_dependent", f"it reads a value whose shape depends on tensor data "
-                       f"(from {source.name}, {op_label(source)}): a kernel planned on this "
-                       f"call's shapes would be wrong on the next; it runs eagerly")
+                       f"(from {origin}): a kernel planned on this call's shapes would be wrong "
+                       f"on the next; it runs eagerly")
     unknown = _unknown_meta_root(node)
     if unknown is not None:
         return Barrier("no_meta", f"its metadata is unknown before the program runs: it depends "
