@@ -79,6 +79,9 @@ def _node_reason(node: Any, forced: bool, device: str) -> Optional[str]:
         return f"{node.name} ({prim.name}) reads tensor data on the host"
     if node.op == "call_method" and node.target in HOST_METHODS:
         return f"{node.name} (Tensor.{node.target}) synchronizes with the host"
+    from ..passes.data_shapes import shape_from_data
+    if shape_from_data(node):  # x[mask]: torch sizes it with a nonzero, on the host
+        return f"{node.name}'s shape depends on tensor data (a boolean mask index)"
     if node.op == "call_function":
         name = _function_name(node.target)
         if name in HOST_FUNCTIONS:
