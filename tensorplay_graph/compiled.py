@@ -267,9 +267,10 @@ class CompiledFunction:
         except DataDependentError as exc:
             if self.fullgraph or self._graph_break is None:
                 raise
-            if getattr(exc, "write_into_made_tensor", False) and leaves and \
+            if getattr(exc, "eager_for_tensorplay", False) and leaves and \
                     framework_of(leaves[0]) == "tensorplay":
-                # tp.compile cannot trace a tensor-indexed write either: eager is the safe answer
+                # tp.compile cannot follow it either (a tensor-indexed write, a Python read of a
+                # data-dependent size): eager is the safe answer
                 logger.warning("%s runs eagerly for this input signature: %s", self.__name__, exc)
                 self._eager_keys.add(key)
                 return self.fn(*args, **kwargs)

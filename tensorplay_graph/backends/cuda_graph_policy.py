@@ -86,6 +86,9 @@ def _node_reason(node: Any, forced: bool, device: str) -> Optional[str]:
         if _runs_framework_autograd(node.target):
             return (f"{node.name} ({name}) runs the framework's autograd for an opaque op: its "
                     f"backward ops run on the stream the forward used, outside a capture")
+    from ..passes.data_shapes import shape_from_data
+    if shape_from_data(node):  # x[mask]: torch sizes it with a nonzero, on the host
+        return f"{node.name}'s shape depends on tensor data (the host sizes it)"
     metas = node.meta.get("tensor_meta")
     for meta in metas if isinstance(metas, (tuple, list)) else [metas]:
         where = getattr(meta, "device_type", device)

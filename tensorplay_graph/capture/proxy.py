@@ -29,10 +29,23 @@ class DataDependentError(GraphCaptureError):
 def made_tensor_write(name: str, location: str) -> DataDependentError:
     """A write of traced values into a tensor the program made (a lifted ``_const``): later
     native uses of that tensor would read its capture-time value. Dynamo can follow it;
-    ``tp.compile`` cannot, so TensorPlay programs run eagerly (``write_into_made_tensor``)."""
+    ``tp.compile`` cannot, so TensorPlay programs run eagerly (``eager_for_tensorplay``)."""
     error = DataDependentError(f"{name} writes traced values into a tensor made inside the "
                                f"program ({location}); capture cannot follow it")
-    error.write_into_made_tensor = True  # type: ignore[attr-defined]
+    error.eager_for_tensorplay = True  # type: ignore[attr-defined]
+    return error
+
+
+def varying_shape(proxy: "Proxy", what: str) -> DataDependentError:
+    """Python reads the shape of a value whose shape depends on tensor data (``x[mask]``,
+    ``nonzero``): a graph specialised on it is wrong for the next call. Dynamo can follow
+    it; ``tp.compile`` specialises it too, so TensorPlay programs run eagerly."""
+    error = DataDependentError(
+        f"{what} of traced tensor {proxy.node.name!r} at {user_source_line()}: its shape "
+        f"depends on tensor data (a boolean mask, nonzero, unique), so it changes from call "
+        f"to call with the same input shapes; keep the size in tensors (e.g. mask.sum()) "
+        f"instead of Python numbers")
+    error.eager_for_tensorplay = True  # type: ignore[attr-defined]
     return error
 
 
@@ -49,6 +62,8 @@ META_METHODS = frozenset({
     "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
     "element_size", "is_floating_point", "is_complex", "get_device", "storage_offset",
 })
+#: Metadata methods whose answer is the shape (or follows from it).
+SHAPE_METHODS = frozenset({"size", "numel", "nelement"})
 #: Tensor-valued properties: recorded as ``getattr(x, name)`` nodes.
 TENSOR_PROPERTIES = frozenset({"T", "mT", "H", "mH", "real", "imag", "data", "grad"})
 #: Methods that move data into Python.
@@ -96,6 +111,9 @@ class Proxy:
         if name in DATA_METHODS:
             raise _data_error(self, f".{name}()")
         example = self.example
+        if name in META_ATTRS and self.node in self.tracer.unknown.varying and (
+                name == "shape" or example is MISSING):
+            raise varying_shape(self, f".{name}")
         if name in META_ATTRS and example is not MISSING:
             return getattr(example, name)
         if example is not MISSING and isinstance(example, tuple):
@@ -117,6 +135,8 @@ class Proxy:
             raise AttributeError(name)
 
     def __len__(self) -> int:
+        if self.node in self.tracer.unknown.varying:
+            raise varying_shape(self, "len()")
         if self.example is MISSING:
             raise GraphCaptureError(
                 f"len() of traced value {self.node.name!r} at {user_source_line()}: its length is "
@@ -125,6 +145,8 @@ class Proxy:
         return len(self.example)
 
     def __iter__(self) -> Iterator["Proxy"]:
+        if self.node in self.tracer.unknown.varying:
+            raise varying_shape(self, "iteration")
         if self.example is MISSING:
             raise GraphCaptureError(
                 f"cannot iterate traced value {self.node.name!r} of unknown length at "
@@ -177,6 +199,9 @@ class _Method:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         proxy = self.proxy
+        if self.name in META_METHODS and proxy.node in proxy.tracer.unknown.varying and (
+                self.name in SHAPE_METHODS or proxy.example is MISSING):
+            raise varying_shape(proxy, f".{self.name}()")
         if self.name in META_METHODS and proxy.example is not MISSING:
             return getattr(proxy.example, self.name)(*args, **kwargs)
         return proxy.tracer.create_proxy("call_method", self.name, (proxy,) + args, kwargs)

@@ -34,6 +34,7 @@ from .printing import recording_print
 from .randomness import NOT_RANDOM, example_without_drawing
 from .state import ProgramState, is_module
 from .structure import bind_structure, call_key, output_spec, plain
+from .unknown_values import UnknownValues
 
 #: ``example_fn`` value meaning "this node has no example value" (opaque op without a fake).
 NO_EXAMPLE = object()
@@ -84,6 +85,8 @@ class Tracer:
         #: torch's random-call mode while a trace runs; paused around example computation.
         self._random_mode: Any = None
         self._inplace_by_target: Dict[Tuple[str, Any], bool] = {}
+        #: Nodes whose example values are made up (fakes, random draws; ``unknown_values``).
+        self.unknown = UnknownValues()
 
     # -- recording -------------------------------------------------------
 
@@ -204,27 +207,42 @@ class Tracer:
             return MISSING
         example_args = _examples(args)
         example_kwargs = _examples(kwargs) if kwargs else {}
+        unknown = self.unknown
         if example_args is MISSING or example_kwargs is MISSING:
+            unknown.note(node, MISSING)
             return MISSING
         # A random call's example draws nothing from the global stream (randomness.py).
         example = example_without_drawing(node, self._framework, example_args)
         if example is not NOT_RANDOM:
+            unknown.mark(node, is_inplace(node))
             return example
+        made_up = unknown.reads(node)
+        if unknown.shape_from_made_up(node, kind, target, example_args):
+            return MISSING  # its shape would come from made-up values
         self.computing_example += 1
         try:
             if example_fn is not None:
-                return example_fn(*example_args, **example_kwargs)
-            if kind == "call_method":
-                return getattr(example_args[0], target)(*example_args[1:], **example_kwargs)
-            return target(*example_args, **example_kwargs)
+                example = example_fn(*example_args, **example_kwargs)
+            elif kind == "call_method":
+                example = getattr(example_args[0], target)(*example_args[1:], **example_kwargs)
+            else:
+                example = target(*example_args, **example_kwargs)
         except GraphCaptureError:
             raise
         except Exception as error:
+            if made_up:  # e.g. an index out of range in a fake's garbage: learned at run time
+                unknown.mark(node, is_inplace(node))
+                unknown.varying.add(node)
+                return MISSING
             error.add_note(f"while computing the example value of node {node.name!r} "
                            f"({node.format_node()}) captured at {node.meta['stack']}")
             raise
         finally:
             self.computing_example -= 1
+        if not unknown.mark_custom_op(node) and made_up:
+            unknown.mark(node, is_inplace(node))
+        unknown.note(node, example)
+        return example
 
     def _example_of(self, value: Any) -> Any:
         """The example a leaf (input, parameter, buffer, constant) carries during the trace."""

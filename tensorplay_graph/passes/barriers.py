@@ -78,14 +78,15 @@ def _custom_op_barrier(op) -> Barrier:
                    f"kernel through eager dispatch")
 
 
-def barrier_of(node, backends: Sequence = (), must_alias: Optional[Dict[Any, str]] = None
-               ) -> Optional[Barrier]:
+def barrier_of(node, backends: Sequence = (), must_alias: Optional[Dict[Any, str]] = None,
+               data_shaped: Optional[Dict[Any, Any]] = None) -> Optional[Barrier]:
     """The ``Barrier`` of one node, or ``None`` if it may join a region.
 
     ``backends`` are resolved backend objects; a node with a prim that none of
     them supports gets an ``unsupported`` barrier naming each one's reason.
     ``must_alias`` (from :func:`aliasing_nodes`) maps nodes that must return
-    eager's alias to why.
+    eager's alias to why; ``data_shaped`` (from :func:`.data_shapes.data_shape_readers`)
+    maps nodes that read a value whose shape depends on data to that value's source.
     """
     if node.op not in ("call_function", "call_method"):
         return None
@@ -122,6 +123,13 @@ def barrier_of(node, backends: Sequence = (), must_alias: Optional[Dict[Any, str
         return Barrier("alias", f"{op_label(node)} returns an alias of its input in eager "
                        f"(a view or a no-op cast) and {must_alias[node]}; a kernel would return "
                        f"a copy, so it runs eagerly")
+    source = data_shaped.get(node) if data_shaped else None
+    if source is not None:
+        label = op_label(source)
+        origin = source.name if label == source.name else f"{source.name}, {label}"
+        return Barrier("data_dependent", f"it reads a value whose shape depends on tensor data "
+                       f"(from {origin}): a kernel planned on this call's shapes would be wrong "
+                       f"on the next; it runs eagerly")
     unknown = _unknown_meta_root(node)
     if unknown is not None:
         return Barrier("no_meta", f"its metadata is unknown before the program runs: it depends "
@@ -199,11 +207,13 @@ def barriers(gm, backends: Sequence = ()) -> Any:
     from ..backends.registry import resolve_backends
 
     resolved = tuple(resolve_backends(backends))  # a tuple: meta["claim"] shares it
+    from .data_shapes import data_shape_readers
     must_alias = aliasing_nodes(gm.graph)
+    data_shaped = data_shape_readers(gm.graph)
     for node in gm.graph.nodes:
         node.meta.pop("declined", None)
         node.meta.pop("claim", None)
-        barrier = barrier_of(node, resolved, must_alias)
+        barrier = barrier_of(node, resolved, must_alias, data_shaped)
         if barrier is None:
             node.meta.pop("barrier", None)
         else:

@@ -22,6 +22,7 @@ from ..ir.node import Node, map_arg
 from ..prims.emit import OPAQUE, Emitter, NotDifferentiable
 from .functional import STOP_GRADIENT, emit_cat, simplify, vjp_rule
 from .opaque import OpaqueForward, Slot, tape_backward, tape_value
+from .sequences import returned_sequences, unpack_sequences
 from .slices import slice_span
 from ..ir.graph_module import get_attr_path
 
@@ -114,6 +115,7 @@ def _prepare(jgm: Any, examples: Sequence[Any], framework: Optional[str]) -> Non
     from ..passes.shape_prop import shape_prop
     normalize(jgm)
     shape_prop(jgm, *examples)
+    unpack_sequences(jgm.graph)
     functionalize(jgm)
     normalize(jgm)
     simplify(jgm, framework or "")
@@ -147,6 +149,10 @@ def build_joint(gm: Any, args: Sequence[Any]) -> JointGraph:
         if leaf.op == "placeholder" or leaves.count(leaf) > 1:
             raise NeedsEager(f"the program returns {leaf.name} as is or twice; autograd must "
                              f"see that aliasing")
+    for leaf in returned_sequences(leaves):
+        if leaf in needs:
+            raise NeedsEager(f"the program returns {leaf.name}, a sequence of tensors, as one "
+                             f"value; eager autograd gives each of its elements a gradient")
     builder = _Backward(graph, framework, needs)
     differentiable = [i for i, leaf in enumerate(leaves)
                       if leaf in needs and isinstance(leaf.meta.get("tensor_meta"), TensorMeta)]

@@ -7,6 +7,7 @@ results no compiler can reproduce, not semantics.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict
 
 import numpy as np
@@ -14,7 +15,9 @@ import numpy as np
 
 def tensorplay_eager_defect(T: Any, code: str, ns: Dict[str, Any], value: Any) -> bool:
     """True when TensorPlay eager's ``value`` of ``code`` is one of the defects below."""
-    return mislabelled_contiguous(value) or loses_nan_to_bfloat16(T, code, ns, value)
+    return (mislabelled_contiguous(value) or loses_nan_to_bfloat16(T, code, ns, value)
+            or softmax_misreads_unit_dim(T, code, ns, value)
+            or silu_nan_past_exp_range(T, code, ns, value))
 
 
 def _name(t: Any) -> str:
@@ -62,4 +65,81 @@ def mislabelled_contiguous(value: Any) -> bool:
         if size > 1 and stride != expected:
             return True
         expected *= size
+    return False
+
+
+def _nan_mask(t: Any) -> Any:
+    return np.isnan(np.asarray(t.float().contiguous().numpy()))
+
+
+def _named_tensors(T: Any, code: str, ns: Dict[str, Any]) -> Dict[str, Any]:
+    """The tensors of ``ns`` that ``code`` names."""
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code))
+    return {k: v for k, v in ns.items() if k in words and isinstance(v, T.Tensor)}
+
+
+def _odd_unit_stride(t: Any) -> bool:
+    """A size-1 dim whose stride is not the row-major one (TensorPlay still calls it
+    contiguous: ``randn(2, 5, 1).transpose(1, 2)`` has strides (5, 1, 1), not (5, 5, 1))."""
+    expected = 1
+    for size, stride in reversed(list(zip(t.shape, t.stride()))):
+        if size == 1 and stride != expected:
+            return True
+        expected *= size
+    return False
+
+
+def softmax_misreads_unit_dim(T: Any, code: str, ns: Dict[str, Any], value: Any) -> bool:
+    """True when ``code`` takes a TensorPlay ``softmax`` / ``log_softmax`` of a tensor with a
+    size-1 dim whose stride is not the row-major one.
+
+    TensorPlay 1.0.0's softmax over such a dim (``randn(3, 5, 1).transpose(1, 2)``, strides
+    (5, 1, 1), dim=1) walks the outer rows with that dim's stride: every row after the first
+    reads unrelated memory (uninitialized values, different from call to call; seed 20012215:
+    eager gave NaN / 2164477696.0 where the answer is 0.0). The same values with row-major
+    strides (``x * 1``) are right, as is compiled code. Decided from strides alone: the wrong
+    values are whatever memory holds, so comparing them decides nothing reliably.
+    """
+    return "softmax" in code and any(_odd_unit_stride(v) for v in _named_tensors(T, code, ns).values())
+
+
+def silu_nan_past_exp_range(T: Any, code: str, ns: Dict[str, Any], value: Any) -> bool:
+    """True when TensorPlay's ``F.silu`` in ``code`` gave NaN where ``x * sigmoid(x)`` has none.
+
+    TensorPlay 1.0.0's vectorised float32 / float16 / bfloat16 silu returns NaN for x below
+    about -88.7 (where exp(-x) overflows) in its 16-element chunks and -0.0 in the scalar
+    tail (`F.silu(T.full((20,), -100.0))`: 16 NaNs, then four -0.0; seed 20015187). Its
+    float64 silu and compiled code give -0.0.
+    """
+    if "F.silu(" not in code or not value.is_floating_point():
+        return False
+    ref_ns = dict(ns, _fuzz_silu=lambda x, inplace=False: x * T.sigmoid(x))
+    try:
+        ref = eval(code.replace("F.silu(", "_fuzz_silu("), ref_ns)  # noqa: S307 - see above
+    except Exception:  # noqa: BLE001 - nothing to compare with
+        return False
+    if not isinstance(ref, T.Tensor) or tuple(ref.shape) != tuple(value.shape):
+        return False
+    return bool((_nan_mask(value) & ~_nan_mask(ref)).any())
+
+
+_INT_DIVISIONS = ("remainder", "fmod", "floor_divide", "//", "%", "rounding_mode")
+
+
+def tensorplay_eager_would_die(T: Any, code: str, ns: Dict[str, Any]) -> bool:
+    """True when running ``code`` could kill TensorPlay 1.0.0's eager process (checked
+    before it runs): an integer division / remainder of a tensor holding its dtype's minimum.
+
+    ``INT64_MIN // -1`` (also ``%``, ``fmod``, ``remainder``, ``div(rounding_mode=...)``) traps
+    on x86 and TensorPlay dies with SIGFPE (seeds 20002817 / 20005018: `T.remainder(v, -1)` of a
+    NaN cast to int64); torch wraps. Such values come from casting NaN / inf to ints.
+    """
+    if not any(op in code for op in _INT_DIVISIONS):
+        return False
+    for value in _named_tensors(T, code, ns).values():
+        name = _name(value)
+        if name in ("int8", "int16", "int32", "int64") and value.numel():
+            low = np.iinfo(name).min
+            if bool((np.asarray(value.contiguous().numpy()) == low).any()):
+                return True
     return False

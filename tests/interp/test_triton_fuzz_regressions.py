@@ -136,3 +136,20 @@ def test_pow_with_a_python_float_exponent_runs_in_the_kernel():
     assert any(n.meta.get("backend") == "triton" for n in gm.graph.nodes)
     for g, w in zip(gm(x), program(x)):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=0, equal_nan=True)
+
+
+def test_work_after_a_boolean_mask_runs_on_each_calls_rows():
+    # `x[x > 0]` has as many rows as the data has positive entries: a Triton region planned on
+    # the first call's count raised "shape (3,) does not broadcast to (2,)" on a later call
+    # with the same input shapes. Readers of such values now run eagerly (barrier
+    # "data_dependent"); the mask-free work beside them still compiles.
+    def program(x, y):
+        return (x[x > 0] * 2).exp() + 1, (y * 3).sin().sum()
+
+    compiled = tpg.compile(program, backend="triton")
+    for values in ([1.0, -1.0, 2.0], [1.0, 3.0, 2.0], [-1.0, -2.0, -3.0]):
+        x, y = torch.tensor(values), torch.tensor(values) + 1
+        for g, w in zip(compiled(x, y), program(x, y)):
+            assert g.shape == w.shape
+            torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6)
+    assert "data_dependent" in str(tpg.explain(program, x, y, backend="triton"))
