@@ -274,6 +274,8 @@ INPLACE_OPERATORS = {
     "itruediv": operator.itruediv, "ifloordiv": operator.ifloordiv, "imod": operator.imod,
     "ipow": operator.ipow, "imatmul": operator.imatmul, "iand": operator.iand,
     "ior": operator.ior, "ixor": operator.ixor,
+    # Without these, ``x <<= y`` fell back to ``__lshift__``: a new value, aliases of x stale.
+    "ilshift": operator.ilshift, "irshift": operator.irshift,
 }
 UNARY_OPERATORS = {"neg": operator.neg, "pos": operator.pos, "invert": operator.invert,
                    "abs": operator.abs}

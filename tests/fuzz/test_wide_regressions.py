@@ -192,3 +192,42 @@ def test_tensorplay_in_place_clamp_of_a_bool_tensor_is_not_made_out_of_place(bac
         return v
 
     _same(program(x), tpg.compile(program, backend=backend)(x))
+
+
+_AUGMENTED = {"+=": "v += x", "-=": "v -= x", "*=": "v *= x", "/=": "v /= x", "//=": "v //= x",
+              "%=": "v %= x", "&=": "v &= x", "|=": "v |= x", "^=": "v ^= x",
+              "<<=": "v <<= x", ">>=": "v >>= x"}
+
+
+@pytest.mark.parametrize("op", list(_AUGMENTED))
+def test_tensorplay_augmented_assignment_of_a_traced_value_into_a_made_tensor(op):
+    # Seed 40009128 (TensorPlay / reference): `v0 = T.arange(4, dtype=T.float16); v0 *= x4`
+    # crashed capture with "TypeError: __imul__(): incompatible function arguments": the
+    # native in-place operators reject a proxy (no NotImplemented), and capture only wrapped
+    # the out-of-place ones. Now it is the same write into a made tensor as `v0.mul_(x4)`:
+    # that input signature runs eagerly.
+    T = pytest.importorskip("tensorplay")
+    floats = op in ("+=", "-=", "*=", "/=")
+    dtype = T.float16 if floats else T.int64
+    namespace = {"T": T, "dtype": dtype}
+    exec(f"def program(x):\n    v = T.arange(1, 5, dtype=dtype)\n    {_AUGMENTED[op]}\n"
+         f"    return (v, x)\n", namespace)
+    program = namespace["program"]
+    compiled = tpg.compile(program, backend="reference")
+    for values in ([1, 2, 3, 1], [3, 1, 2, 2]):
+        x = T.from_numpy(np.array(values, dtype=np.int64)).to(dtype)
+        _same(program(x), compiled(x))
+
+
+@pytest.mark.parametrize("framework", ["tensorplay", "torch"])
+@pytest.mark.parametrize("op", ["<<=", ">>="])
+def test_shift_assignment_writes_in_place_for_aliases(framework, op):
+    # Found with seed 40009128: a traced `v <<= y` was recorded as `v << y` (Proxy had no
+    # __ilshift__ / __irshift__), so an alias of v kept the old values (eager: updated).
+    T = pytest.importorskip(framework)
+    namespace = {}
+    exec(f"def program(x, y):\n    v = x * 1\n    alias = v\n    {_AUGMENTED[op].replace('x', 'y')}"
+         f"\n    return alias\n", namespace)
+    program = namespace["program"]
+    x, y = T.tensor([1, 2, 12]), T.tensor([1, 1, 2])
+    _same(program(x, y), tpg.compile(program, backend="reference")(x, y))

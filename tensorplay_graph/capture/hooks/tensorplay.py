@@ -15,9 +15,11 @@ fourth hook for random calls that reach no proxy at all):
    argument names (``exp`` gets ``self=``); :func:`resolve_function` maps such
    calls to a replayable target.
 3. ``real_tensor + proxy`` raises TypeError in the native binary operators
-   (they never return NotImplemented). :func:`install_hooks` wraps those
-   operators on ``TensorBase`` for the duration of the trace: a proxy operand
-   lifts the real tensor to a graph constant and re-dispatches to the proxy.
+   (they never return NotImplemented), and so does ``real_tensor *= proxy``.
+   :func:`install_hooks` wraps those operators, in-place ones included, on
+   ``TensorBase`` for the duration of the trace: a proxy operand lifts the real
+   tensor to a graph constant and re-dispatches to the proxy (an in-place one
+   then reports a write into a tensor made inside the program).
 4. ``tensorplay.rand(3, 4)`` holds no proxy, so none of the above sees it;
    :func:`install_hooks` also wraps TensorPlay's public random functions so
    such calls become nodes instead of one draw frozen into a constant.
@@ -34,12 +36,15 @@ from typing import Any, Dict, Iterator, List, Tuple
 import tensorplay
 
 from .. import context
-from ..proxy import Proxy
+from ..proxy import INPLACE_OPERATORS, Proxy
 from ..randomness import record_random, should_record
 from ..tracer import NO_EXAMPLE
 from . import BINARY_DUNDERS
 
-_TENSOR_OPERATORS = BINARY_DUNDERS
+#: ``x *= proxy`` must reach the proxy too: the native ``__imul__`` raises TypeError instead
+#: of returning NotImplemented, so Python never tries ``x.__mul__`` (issue 13).
+_TENSOR_OPERATORS = {**BINARY_DUNDERS,
+                     **{f"__{name}__": op for name, op in INPLACE_OPERATORS.items()}}
 
 _lock = threading.Lock()
 _install_depth = 0
