@@ -85,3 +85,16 @@ def test_half_scalar_operand_is_cast_like_eager(dtype):
 
     x = torch.tensor([[-0.15, 0.0, 0.5, 2.0, float("nan"), -1.0, 1.0, 3.0, -0.0, 1e-3]])
     assert compiled_equals_eager(program, x.to(dtype)) == {}  # every node claimed
+
+
+def test_pow_with_a_per_row_exponent_runs_in_the_interpreter():
+    # seed 40001155: `x ** x.amax((1, 2), keepdim=True)` fused into one rows kernel: the pow
+    # template or-ed the base's block tests with the per-row (0-d) exponent's, a numpy
+    # bitwise_or TypeError in the interpreter; the region fell back to eager.
+    def program(x):
+        m = x.amax((1, 2), keepdim=True)
+        return x ** m, m ** x, x ** (m - m.abs() - 1.0)
+
+    x = torch.tensor([[[1.5, -1.0], [0.0, 2.0]], [[-1.0, 0.5], [1.0, -0.0]],
+                      [[float("inf"), -2.0], [0.25, 3.0]], [[-1.0, -0.5], [-3.0, -2.0]]])
+    assert compiled_equals_eager(program, x.half()) == {}  # every node claimed
