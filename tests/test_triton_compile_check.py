@@ -148,3 +148,17 @@ def test_strict_fuzz_kernels_compile_for_hopper():
                      for n in step.inputs]
             assert check_plan(step.plan, metas)["cubin_bytes"] > 0
     assert kinds == {"IndexedPlan", "KernelPlan"}
+
+
+def test_pow_with_tensor_and_per_row_exponents_compiles_for_hopper():
+    # Fuzz seeds 40001155 (`x ** x.amax(...)`: base / exponent tests combined by tl.where,
+    # no `|`) and 40000579 (`70000.0 ** fp16_x`: the scalar base cast to float16, inf).
+    def program(b, x):
+        m = b.call(torch.amax, x, -1, True)
+        return b.call(operator.pow, x, m), b.call(operator.pow, 70000.0, x)
+
+    steps = plan_region(build(program, torch.randn(4, 8).half()))
+    assert steps
+    for step in steps:
+        metas = [(tuple(n.meta["tensor_meta"].shape), n.meta["tensor_meta"].stride) for n in step.inputs]
+        assert check_plan(step.plan, metas)["cubin_bytes"] > 0

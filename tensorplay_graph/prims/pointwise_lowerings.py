@@ -141,9 +141,12 @@ def pow_triton(a, b):
     value = f"tl.where({negative}, {neg}, {mag})"
     if is_scalar(exponent):  # b == 0 took the `small` path above
         one = f"((({a}) == 1) | (({a}) == -1))" if math.isinf(exponent) else f"(({a}) == 1)"
-    else:
-        one = f"((({b}) == 0) | (({a}) == 1) | ((({a}) == -1) & (tl.abs({b}) == float('inf'))))"
-    return f"tl.where({one}, 1.0, {value})"
+        return f"tl.where({one}, 1.0, {value})"
+    # No `|` / `&` between a's and b's tests: the interpreter cannot `|` a block with a
+    # per-row 0-d exponent (numpy bitwise_or TypeError, seed 40001155: x ** x.amax(...)).
+    minus_one_inf = f"(tl.where(({a}) == -1, tl.abs({b}), 0.0) == float('inf'))"
+    return (f"tl.where(({b}) == 0, 1.0, tl.where(({a}) == 1, 1.0, "
+            f"tl.where({minus_one_inf}, 1.0, {value})))")
 
 
 #: Non-finite scalar operands reach the templates as source text (``literal``).

@@ -71,3 +71,30 @@ def test_where_of_int_literals_is_int64():
     x = torch.tensor([[1.0, -2.0, 0.5], [0.0, 3.0, -1.0]])
     declined = compiled_equals_eager(program, x)
     assert not {"amax", "amin", "sum", "add"} & set(declined), declined
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_scalar_operand_is_cast_like_eager(dtype):
+    # seed 40000579: `70000.0 ** x0` with float16 x0. Eager casts the scalar base to float16
+    # (inf) before pow: inf for x > 0, 0 for x < 0; the kernel used 70000 in float32 and gave
+    # finite values (0.189 for x = -0.15). mul / div keep their scalar in float32 (opmath).
+    def program(x):
+        return (70000.0 ** x, x + 70000.0, x * 70000.0, x / 70000.0, 3.1e38 ** x,
+                x > 65520.0, torch.maximum(x, torch.tensor(65520.0, dtype=dtype)),
+                x ** 2.0001, 1.0001 ** x)
+
+    x = torch.tensor([[-0.15, 0.0, 0.5, 2.0, float("nan"), -1.0, 1.0, 3.0, -0.0, 1e-3]])
+    assert compiled_equals_eager(program, x.to(dtype)) == {}  # every node claimed
+
+
+def test_pow_with_a_per_row_exponent_runs_in_the_interpreter():
+    # seed 40001155: `x ** x.amax((1, 2), keepdim=True)` fused into one rows kernel: the pow
+    # template or-ed the base's block tests with the per-row (0-d) exponent's, a numpy
+    # bitwise_or TypeError in the interpreter; the region fell back to eager.
+    def program(x):
+        m = x.amax((1, 2), keepdim=True)
+        return x ** m, m ** x, x ** (m - m.abs() - 1.0)
+
+    x = torch.tensor([[[1.5, -1.0], [0.0, 2.0]], [[-1.0, 0.5], [1.0, -0.0]],
+                      [[float("inf"), -2.0], [0.25, 3.0]], [[-1.0, -0.5], [-3.0, -2.0]]])
+    assert compiled_equals_eager(program, x.half()) == {}  # every node claimed

@@ -265,7 +265,10 @@ def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int)
 
     if prim.kind == "pointwise":
         floating = tm.dtype in ("float16", "bfloat16", "float32", "float64")
-        mapped = {k: ref(v, floating and k != "cond") for k, v in args.items()}
+        half = _scalar_cast_dtype(node, prim, args)
+        mapped = {k: ref(round_scalar(v, half) if half and k in _OPERAND_KEYS and
+                         _scalar_cast(prim, k, node_framework(node)) else v,
+                         floating and k != "cond") for k, v in args.items()}
         # compute "none": the template takes its operands as they are (casts, logic).
         common = None if floating or prim.compute == "none" else _integer_operand_dtype(args)
         if common is not None:
@@ -294,6 +297,53 @@ def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int)
 
 #: Pointwise arguments that are operands of the computation (``cond`` of where is not).
 _OPERAND_KEYS = ("a", "b", "min", "max")
+
+
+#: The prim trait saying a framework keeps a Python-scalar ``a`` / ``b`` in float32 for
+#: 16-bit floats (torch's mul / div); other scalars eager casts to the 16-bit dtype first.
+_OPMATH_SCALAR_TRAIT = {"torch": "torch_opmath_scalar", "tensorplay": "tensorplay_opmath_scalar"}
+
+
+def _scalar_cast_dtype(node: Any, prim: Any, args: Dict[str, Any]) -> Optional[str]:
+    """The 16-bit float dtype eager casts a pointwise node's Python-scalar operands to
+    (``fp16_x + 70000`` adds fp16(70000) = inf, seed 40000579: ``70000.0 ** x``), else None."""
+    from ...prims.rules import result_type
+
+    if prim.compute == "none":
+        return None
+    common = node_meta(node).dtype
+    if prim.compute == "promoted":
+        common = result_type(*[node_meta(v) if is_node(v) else v for k, v in args.items()
+                               if k in _OPERAND_KEYS and (is_node(v) or _number(v))],
+                             framework=node_framework(node))
+    return common if common in HALF_FLOATS else None
+
+
+def _scalar_cast(prim: Any, key: str, framework: str) -> bool:
+    """False for an ``a`` / ``b`` scalar the framework keeps in opmath for this prim."""
+    return key not in ("a", "b") or _OPMATH_SCALAR_TRAIT.get(framework, "") not in prim.traits
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def round_scalar(value: Any, dtype: str) -> Any:
+    """A Python int / float operand rounded to float16 / bfloat16 as eager's cast rounds it
+    (to nearest even; out of range -> inf); other values unchanged."""
+    if not _number(value):
+        return value
+    import numpy as np
+
+    with np.errstate(over="ignore"):
+        single = np.float32(value)
+        if dtype == "float16":
+            return float(np.float16(single))
+    if not np.isfinite(single):
+        return float(single)
+    bits = int(single.view(np.uint32))
+    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16  # bfloat16: nearest even
+    return float(np.uint32(bits & 0xFFFFFFFF).view(np.float32))
 
 
 def _literal_integers(prim: Any, args: Dict[str, Any], dtype: str) -> bool:
