@@ -17,7 +17,9 @@ def tensorplay_eager_defect(T: Any, code: str, ns: Dict[str, Any], value: Any) -
     """True when TensorPlay eager's ``value`` of ``code`` is one of the defects below."""
     return (mislabelled_contiguous(value) or loses_nan_to_bfloat16(T, code, ns, value)
             or softmax_misreads_unit_dim(T, code, ns, value)
-            or silu_nan_past_exp_range(T, code, ns, value))
+            or silu_nan_past_exp_range(T, code, ns, value)
+            or int64_extremum_through_double(T, code, ns, value)
+            or cast_at_rounding_edge(T, code, ns, value))
 
 
 def _name(t: Any) -> str:
@@ -142,4 +144,54 @@ def tensorplay_eager_would_die(T: Any, code: str, ns: Dict[str, Any]) -> bool:
             low = np.iinfo(name).min
             if bool((np.asarray(value.contiguous().numpy()) == low).any()):
                 return True
+    return False
+
+
+#: Integers beyond this magnitude are not all representable in float64.
+_EXACT_IN_DOUBLE = 2 ** 53
+
+
+def int64_extremum_through_double(T: Any, code: str, ns: Dict[str, Any], value: Any) -> bool:
+    """True when ``code`` takes an int64 ``amax`` / ``amin`` of values beyond +-2**53.
+
+    TensorPlay 1.0.0's ``amax`` / ``amin`` over a dim reduce int64 through float64:
+    ``amax`` of [-9223372036854775806] is -9223372036854775808 and of [2**53 + 1] is
+    2**53, while its own ``max()`` / ``min()`` are exact (seed 40015827: ``long()``
+    then ``add_(inf)`` wraps to INT64_MIN + 2, then ``amax(dim=2)``). Compiled code is exact.
+    """
+    if not ("amax" in code or "amin" in code) or _name(value) != "int64":
+        return False
+    for t in _named_tensors(T, code, ns).values():
+        if _name(t) == "int64" and t.numel():
+            if bool((np.abs(np.asarray(t.contiguous().numpy()).astype(np.float64))
+                     > _EXACT_IN_DOUBLE).any()):
+                return True
+    return False
+
+
+#: Float-to-int casts a statement can spell (``.to(T.int32)``, ``.long()``, ``.int()``).
+_INT_CAST = re.compile(r"\.(to\(T\.(int8|int16|int32|int64|uint8)\)|long\(\)|int\(\))")
+#: How close (float32 ulps) to a nonzero integer a value's truncation is ill-conditioned.
+_EDGE_ULPS = 4
+
+
+def cast_at_rounding_edge(T: Any, code: str, ns: Dict[str, Any], value: Any) -> bool:
+    """True when ``code`` truncates to int a float holding a value within a few ulps of a
+    nonzero integer: the last bit of a sum decides between k and k - 1.
+
+    Not a defect on either side: seed 40017246 truncates ``hardswish(x).sum()`` of int32 x,
+    6.0 by TensorPlay's summation order and 5.9999995 by NumPy's (one float32 ulp); the
+    ill-conditioning check keeps integer inputs exact, so it cannot excuse it.
+    """
+    if not _INT_CAST.search(code):
+        return False
+    for t in _named_tensors(T, code, ns).values():
+        if _name(t) not in ("float32", "float16", "bfloat16", "float64") or not t.numel():
+            continue
+        a = np.asarray(t.float().contiguous().numpy(), np.float32)
+        k = np.round(a)
+        with np.errstate(invalid="ignore"):
+            near = np.isfinite(a) & (k != 0) & (np.abs(a - k) <= _EDGE_ULPS * np.spacing(np.abs(a)))
+        if bool(near.any()):
+            return True
     return False

@@ -231,3 +231,40 @@ def test_shift_assignment_writes_in_place_for_aliases(framework, op):
     program = namespace["program"]
     x, y = T.tensor([1, 2, 12]), T.tensor([1, 1, 2])
     _same(program(x, y), tpg.compile(program, backend="reference")(x, y))
+
+
+def test_tensorplay_int64_amax_beyond_2_pow_53_is_an_eager_defect_kept_out():
+    # Seed 40015827: `x.long(); add_(inf); amax(dim=2)`. add_ wraps to INT64_MIN + 2 (eager and
+    # compiled agree); TensorPlay's amax / amin reduce int64 through float64 and return
+    # INT64_MIN, while its own max() is exact. The compiled amax is exact; the generator
+    # now keeps such amax / amin out (fuzz_avoid.int64_extremum_through_double).
+    T = pytest.importorskip("tensorplay")
+    from fuzz_avoid import int64_extremum_through_double
+    big = T.from_numpy(np.array([[-(2 ** 63) + 2], [2 ** 53 + 1]], dtype=np.int64))
+    exact = [big[i].max().item() for i in range(2)]
+    assert T.Tensor.amax(big, dim=1).numpy().tolist() != exact  # the eager defect itself
+    got = tpg.compile(lambda x: x.amax(dim=1), backend="reference")(big)
+    assert got.numpy().tolist() == exact
+    ns = {"T": T, "v": big, "w": big // (2 ** 20)}
+    assert int64_extremum_through_double(T, "v.amax(dim=1)", ns, T.Tensor.amax(big, dim=1))
+    assert not int64_extremum_through_double(T, "w.amax(dim=1)", ns, T.Tensor.amax(big, dim=1))
+
+
+def test_tensorplay_int_cast_of_a_sum_at_an_integer_edge_is_kept_out():
+    # Seed 40017246: `hardswish(int32 x).sum().to(T.int32)`: TensorPlay's summation order
+    # gives 6.0, NumPy's 5.9999995 (one ulp: both correct sums), truncated to 6 and 5.
+    # Such a truncation is ill-conditioned; the generator now rejects it.
+    T = pytest.importorskip("tensorplay")
+    from fuzz_avoid import cast_at_rounding_edge
+    s = T.from_numpy(np.array([6.0, 2.5], dtype=np.float32))
+    assert cast_at_rounding_edge(T, "v.to(T.int32)", {"T": T, "v": s}, s.to(T.int32))
+    assert not cast_at_rounding_edge(T, "v.to(T.int32)", {"T": T, "v": s + 0.25}, s.to(T.int32))
+    assert not cast_at_rounding_edge(T, "v + 1", {"T": T, "v": s}, s + 1)
+
+
+@pytest.mark.parametrize("seed", [40015827, 40017246])
+def test_tensorplay_reference_fuzz_seeds_of_issue_13_match_eager(seed):
+    pytest.importorskip("tensorplay")
+    from fuzz_check import check
+    from fuzz_gen import generate
+    assert check(generate(seed, "tensorplay"), "reference").status == "ok"
