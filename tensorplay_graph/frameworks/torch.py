@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import functools
 import importlib.util
+import logging
 from typing import Any, Callable, ContextManager, Iterator, Optional, Sequence, Tuple
 
 from .base import FrameworkAdapter
 
 __all__ = ["TorchAdapter", "ADAPTER"]
+
+logger = logging.getLogger("tensorplay_graph.frameworks.torch")
 
 
 class TorchAdapter(FrameworkAdapter):
@@ -99,7 +103,24 @@ class TorchAdapter(FrameworkAdapter):
 
     def compile(self, fn: Any, backend: Callable[..., Any], options: dict,
                 dynamic: Optional[bool]) -> Any:
-        return self.module.compile(fn, backend=backend, options=options, dynamic=dynamic)
+        compiled = self.module.compile(fn, backend=backend, options=options, dynamic=dynamic)
+        runtime_error = self.module._dynamo.exc.TorchRuntimeError
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            # Dynamo runs each op on fake tensors first; some of torch's meta/ref kernels reject
+            # inputs its eager kernels accept (log_softmax of an empty bool tensor: the ref
+            # subtracts bools, the eager kernel returns early). Eager is the reference: run the
+            # call eagerly -- it gives eager's result, or raises eager's own error.
+            try:
+                return compiled(*args, **kwargs)
+            except runtime_error as exc:
+                logger.warning("%s: Dynamo could not run an op on fake tensors (%s); running "
+                               "this call eagerly", getattr(fn, "__name__", "program"),
+                               " ".join(str(exc).split())[:300] or type(exc).__name__)
+                return fn(*args, **kwargs)
+
+        return call
 
     def cuda_available(self) -> bool:
         if not self.loaded() and importlib.util.find_spec("torch") is None:
