@@ -132,3 +132,15 @@ def test_dynamo_fake_tensor_failure_raises_eagers_error_when_eager_fails():
         log_softmax_of_selected(x)
     with pytest.raises(type(eager.value)):
         tpg.compile(log_softmax_of_selected, backend="reference")(x)
+
+
+def writes_then_log_softmax_of_selected(x, acc):
+    acc.add_(1)  # runs in the graph Dynamo compiles before the failing frame
+    return log_softmax_of_selected(x)
+
+
+def test_dynamo_fake_tensor_failure_after_an_input_write_is_not_rerun():
+    x, acc = torch.zeros(1, 1, dtype=torch.bool), torch.zeros(3)
+    with pytest.raises(RuntimeError, match="already written to its inputs"):
+        tpg.compile(writes_then_log_softmax_of_selected, backend="reference")(x, acc)
+    assert torch.equal(acc, torch.ones(3))  # written once, not twice
