@@ -107,3 +107,40 @@ def test_tensorplay_is_compiling_inside_capture():
     x = tp.ones(2)
     assert_close(tpg.compile(program)(x), x * 2)
     assert not tp.compiler.is_compiling()
+
+
+def log_softmax_of_selected(x):
+    # fuzz seed 40011545: log_softmax of an empty bool tensor runs in eager (the kernel returns
+    # early) but Dynamo's fake-tensor ref rejects it (it subtracts bools)
+    v = torch.masked_select(x, x)
+    torch.nn.functional.log_softmax(v, dim=0)
+    return v + 1 if v.numel() > 6 else v.flip(0)
+
+
+def test_dynamo_fake_tensor_failure_runs_the_call_eagerly(caplog):
+    x = torch.zeros(1, 1, dtype=torch.bool)
+    want = log_softmax_of_selected(x)
+    with caplog.at_level(logging.WARNING, logger="tensorplay_graph"):
+        got = tpg.compile(log_softmax_of_selected, backend="reference")(x)
+    assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
+    assert any("running this call eagerly" in r.getMessage() for r in caplog.records)
+
+
+def test_dynamo_fake_tensor_failure_raises_eagers_error_when_eager_fails():
+    x = torch.ones(2, 2, dtype=torch.bool)  # non-empty: eager's bool log_softmax raises
+    with pytest.raises(Exception) as eager:
+        log_softmax_of_selected(x)
+    with pytest.raises(type(eager.value)):
+        tpg.compile(log_softmax_of_selected, backend="reference")(x)
+
+
+def writes_then_log_softmax_of_selected(x, acc):
+    acc.add_(1)  # runs in the graph Dynamo compiles before the failing frame
+    return log_softmax_of_selected(x)
+
+
+def test_dynamo_fake_tensor_failure_after_an_input_write_is_not_rerun():
+    x, acc = torch.zeros(1, 1, dtype=torch.bool), torch.zeros(3)
+    with pytest.raises(RuntimeError, match="already written to its inputs"):
+        tpg.compile(writes_then_log_softmax_of_selected, backend="reference")(x, acc)
+    assert torch.equal(acc, torch.ones(3))  # written once, not twice

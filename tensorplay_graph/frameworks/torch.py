@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import functools
 import importlib.util
+import logging
 from typing import Any, Callable, ContextManager, Iterator, Optional, Sequence, Tuple
 
 from .base import FrameworkAdapter
 
 __all__ = ["TorchAdapter", "ADAPTER"]
+
+logger = logging.getLogger("tensorplay_graph.frameworks.torch")
 
 
 class TorchAdapter(FrameworkAdapter):
@@ -99,7 +103,43 @@ class TorchAdapter(FrameworkAdapter):
 
     def compile(self, fn: Any, backend: Callable[..., Any], options: dict,
                 dynamic: Optional[bool]) -> Any:
-        return self.module.compile(fn, backend=backend, options=options, dynamic=dynamic)
+        compiled = self.module.compile(fn, backend=backend, options=options, dynamic=dynamic)
+        runtime_error = self.module._dynamo.exc.TorchRuntimeError
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            # Dynamo runs each op on fake tensors first; some of torch's meta/ref kernels reject
+            # inputs its eager kernels accept (log_softmax of an empty bool tensor: the ref
+            # subtracts bools, the eager kernel returns early). Eager is the reference: run the
+            # call eagerly -- it gives eager's result, or raises eager's own error.
+            versions = self._versions(fn, args, kwargs)
+            try:
+                return compiled(*args, **kwargs)
+            except runtime_error as exc:
+                if self._versions(fn, args, kwargs) != versions:
+                    # graphs Dynamo ran before the failing op wrote to an input: starting the
+                    # call over eagerly would apply those writes twice
+                    raise RuntimeError(
+                        f"{getattr(fn, '__name__', 'program')}: Dynamo could not run an op on "
+                        f"fake tensors after the call had already written to its inputs, so it "
+                        f"cannot be rerun eagerly ({exc}). Fix: call it without "
+                        f"tensorplay_graph.compile, or avoid the data-dependent Python that "
+                        f"hands it to Dynamo") from exc
+                logger.warning("%s: Dynamo could not run an op on fake tensors (%s); running "
+                               "this call eagerly", getattr(fn, "__name__", "program"),
+                               " ".join(str(exc).split())[:300] or type(exc).__name__)
+                return fn(*args, **kwargs)
+
+        return call
+
+    def _versions(self, fn: Any, args: tuple, kwargs: dict) -> list:
+        """Version counters of the call's tensors (arguments, a module's state): they move on
+        every in-place write."""
+        leaves = self.module.utils._pytree.tree_leaves((args, kwargs))
+        owner = getattr(fn, "__self__", fn)
+        if isinstance(owner, self.module.nn.Module):
+            leaves += list(owner.state_dict(keep_vars=True).values())
+        return [t._version for t in leaves if isinstance(t, self.module.Tensor)]
 
     def cuda_available(self) -> bool:
         if not self.loaded() and importlib.util.find_spec("torch") is None:
