@@ -25,10 +25,10 @@ from ..errors import GraphCaptureError
 from ..frameworks import adapter_for, framework_of, is_tensor, loaded, private_copy
 from ..ir.effects import is_inplace
 from ..ir.lint import lint_enabled
-from ..ir.names import is_identifier, sanitize
 from .context import ACTIVE_TRACER, check_no_escape, raise_location, user_location
 from .examples import PLAIN as _PLAIN, examples as _examples, set_tensor_meta as _set_tensor_meta
 from .hooks import hooks_for
+from .naming import attribute_qualname, placeholder_name, positional_names
 from .proxy import MISSING, Proxy, made_tensor_write
 from .printing import recording_print
 from .randomness import NOT_RANDOM, example_without_drawing
@@ -152,7 +152,7 @@ class Tracer:
     def attr_proxy(self, qualname: str, value: Any) -> Proxy:
         """A new ``get_attr`` proxy reading ``value`` (``qualname`` made unique)."""
         base, count = qualname, 1
-        while _sanitized(qualname) in self.attrs:
+        while attribute_qualname(qualname) in self.attrs:
             qualname, count = f"{base}_{count}", count + 1
         return self._get_attr(qualname, value)
 
@@ -163,7 +163,7 @@ class Tracer:
         return adapter_for(self._framework).tensor_type() if self._framework else None
 
     def _get_attr(self, qualname: str, value: Any) -> Proxy:
-        qualname = _sanitized(qualname)
+        qualname = attribute_qualname(qualname)
         node = self.graph.get_attr(qualname)
         node.meta["stack"] = user_location()
         _set_tensor_meta(node, value)
@@ -375,8 +375,8 @@ class Tracer:
                      kwargs: Dict[str, Any]) -> Tuple[tuple, dict]:
         leaves: list = []
         call_key(args, kwargs, leaves)
-        _, _, names = bind_structure(args, kwargs, leaves, _positional_names(function, len(args)))
-        proxies = [self._placeholder(_placeholder_name(name), leaf)
+        _, _, names = bind_structure(args, kwargs, leaves, positional_names(function, len(args)))
+        proxies = [self._placeholder(placeholder_name(name), leaf)
                    for name, leaf in zip(names, leaves)]
         new_args, new_kwargs, _ = bind_structure(args, kwargs, proxies, [])
         return new_args, new_kwargs
@@ -391,28 +391,3 @@ class Tracer:
                 self.graph.erase_node(node)
             elif node.op == "call_function" and node.target is operator.getitem:
                 self.graph.erase_node(node)
-
-
-def _positional_names(function: Callable[..., Any], count: int) -> List[str]:
-    """Names for the first ``count`` positional arguments of a call of ``function``."""
-    try:
-        params = list(inspect.signature(function).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    names: List[str] = []
-    for param in params:
-        if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
-            names.append(param.name)
-        elif param.kind is param.VAR_POSITIONAL:
-            names += [f"{param.name}_{i}" for i in range(count - len(names))]
-    return names[:count]
-
-
-def _placeholder_name(path: str) -> str:
-    return sanitize(path.strip("_") or "input")
-
-
-def _sanitized(qualname: str) -> str:
-    # Submodule names need not be identifiers (nn.Sequential's "0"); the attribute
-    # table is ours, so store them under identifier atoms ("0.weight" -> "_0.weight").
-    return ".".join(atom if is_identifier(atom) else sanitize(atom) for atom in qualname.split("."))

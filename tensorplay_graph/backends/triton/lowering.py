@@ -16,30 +16,19 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..base import node_framework
-from ...errors import LoweringError
 from ...ir.meta import permuted_strides
 from .codegen_reduction import Emitter, RowOps, emit_rule
 from ...prims.pointwise_lowerings import HALF_FLOATS, round16_triton
 from .layout import broadcast_strides
 from .kernel_desc import TL_DTYPES, KernelDesc, OutputArg, TensorArg, compute_dtype, literal
 from .plan import KernelPlan, PointwiseSpace, RowsSpace
+from .operands import (OPERAND_KEYS, integer_operand_dtype, literal_integers,
+                       scalar_cast, scalar_cast_dtype, is_node, node_meta, round_scalar)
 
 _RESERVED = re.compile(r"^(tl|triton|pid|offs|mask|row|cols|numel|n_cols|BLOCK_SIZE|BLOCK_N|"
                        r"pid_[rc]|rows|[rc]mask|n_rows|BLOCK_[RC]|tile\d+|"
                        r"[ir]\d+|[ir]rest\d+|size\d+|.*_ptr|.*_stride\d*|.*_col_stride)$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def is_node(value: Any) -> bool:
-    return hasattr(value, "op") and hasattr(value, "meta") and hasattr(value, "users")
-
-
-def node_meta(node: Any):
-    tm = node.meta.get("tensor_meta")
-    if tm is None or isinstance(tm, (tuple, list)):
-        raise LoweringError(f"triton backend: node {node.name} has no single tensor_meta; "
-                            "run shape_prop before lowering")
-    return tm
 
 
 class Namer:
@@ -265,20 +254,20 @@ def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int)
 
     if prim.kind == "pointwise":
         floating = tm.dtype in ("float16", "bfloat16", "float32", "float64")
-        half = _scalar_cast_dtype(node, prim, args)
-        mapped = {k: ref(round_scalar(v, half) if half and k in _OPERAND_KEYS and
-                         _scalar_cast(prim, k, node_framework(node)) else v,
+        half = scalar_cast_dtype(node, prim, args)
+        mapped = {k: ref(round_scalar(v, half) if half and k in OPERAND_KEYS and
+                         scalar_cast(prim, k, node_framework(node)) else v,
                          floating and k != "cond") for k, v in args.items()}
         # compute "none": the template takes its operands as they are (casts, logic).
-        common = None if floating or prim.compute == "none" else _integer_operand_dtype(args)
+        common = None if floating or prim.compute == "none" else integer_operand_dtype(args)
         if common is not None:
             # Triton's own integer promotion differs from eager's (int8 with uint8 stays
             # 8-bit; int1 + int1 wraps to 0): compute in eager's promoted dtype, bools as int8.
             work = "int8" if common == "bool" else common
-            mapped = {k: em.cast(v, work) if k in _OPERAND_KEYS and is_node(args[k]) else v
+            mapped = {k: em.cast(v, work) if k in OPERAND_KEYS and is_node(args[k]) else v
                       for k, v in mapped.items()}
         expr = prim.render("triton", **mapped)
-        if _literal_integers(prim, args, tm.dtype):
+        if literal_integers(prim, args, tm.dtype):
             # Triton types int literals int32 (``where(c, -1, -1)``); eager's result is int64
             # (seed 20001675: an int64 amax's neutral then overflowed the int32 block)
             expr = f"({expr}).to({TL_DTYPES[compute_dtype(tm.dtype)]})"
@@ -293,77 +282,6 @@ def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int)
     row = RowOps(em, var, src, n, node_meta(args["a"]).dtype, tm.dtype, tm.device_type,
                  node_framework(node))
     return emit_rule(row, prim.lowering("triton"), {k: ref(v) for k, v in args.items()})
-
-
-#: Pointwise arguments that are operands of the computation (``cond`` of where is not).
-_OPERAND_KEYS = ("a", "b", "min", "max")
-
-
-#: The prim trait saying a framework keeps a Python-scalar ``a`` / ``b`` in float32 for
-#: 16-bit floats (torch's mul / div); other scalars eager casts to the 16-bit dtype first.
-_OPMATH_SCALAR_TRAIT = {"torch": "torch_opmath_scalar", "tensorplay": "tensorplay_opmath_scalar"}
-
-
-def _scalar_cast_dtype(node: Any, prim: Any, args: Dict[str, Any]) -> Optional[str]:
-    """The 16-bit float dtype eager casts a pointwise node's Python-scalar operands to
-    (``fp16_x + 70000`` adds fp16(70000) = inf, seed 40000579: ``70000.0 ** x``), else None."""
-    from ...prims.rules import result_type
-
-    if prim.compute == "none":
-        return None
-    common = node_meta(node).dtype
-    if prim.compute == "promoted":
-        common = result_type(*[node_meta(v) if is_node(v) else v for k, v in args.items()
-                               if k in _OPERAND_KEYS and (is_node(v) or _number(v))],
-                             framework=node_framework(node))
-    return common if common in HALF_FLOATS else None
-
-
-def _scalar_cast(prim: Any, key: str, framework: str) -> bool:
-    """False for an ``a`` / ``b`` scalar the framework keeps in opmath for this prim."""
-    return key not in ("a", "b") or _OPMATH_SCALAR_TRAIT.get(framework, "") not in prim.traits
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def round_scalar(value: Any, dtype: str) -> Any:
-    """A Python int / float operand rounded to float16 / bfloat16 as eager's cast rounds it
-    (to nearest even; out of range -> inf); other values unchanged."""
-    if not _number(value):
-        return value
-    import numpy as np
-
-    with np.errstate(over="ignore"):
-        single = np.float32(value)
-        if dtype == "float16":
-            return float(np.float16(single))
-    if not np.isfinite(single):
-        return float(single)
-    bits = int(single.view(np.uint32))
-    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16  # bfloat16: nearest even
-    return float(np.uint32(bits & 0xFFFFFFFF).view(np.float32))
-
-
-def _literal_integers(prim: Any, args: Dict[str, Any], dtype: str) -> bool:
-    """True when an integer result is computed from Python int operands only."""
-    if dtype == "bool" or dtype.startswith("float") or prim.compute == "none":
-        return False
-    operands = [args[k] for k in _OPERAND_KEYS if k in args]
-    return bool(operands) and not any(is_node(v) for v in operands)
-
-
-def _integer_operand_dtype(args: Dict[str, Any]) -> Optional[str]:
-    """Eager's promoted dtype of a pointwise node's operands when it is integer or bool."""
-    from ...prims.rules import result_type
-
-    operands = [node_meta(v) if is_node(v) else v for k, v in args.items()
-                if k in _OPERAND_KEYS and (is_node(v) or isinstance(v, (bool, int, float)))]
-    if not any(is_node(args[k]) for k in _OPERAND_KEYS if k in args):
-        return None
-    common = result_type(*operands)
-    return None if common.startswith("float") else common
 
 
 def plan_region(region: Any, cache=None) -> List[Step]:
