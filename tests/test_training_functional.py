@@ -286,3 +286,22 @@ def test_a_constant_causal_mask_becomes_is_causal_and_any_other_mask_keeps_the_t
     torch.manual_seed(0)
     explain = _trains_like_eager(MaskedAttention(hide_key))
     assert ("opaque" in explain) == (hide_key is not None), explain
+
+
+def test_a_pair_that_differs_from_the_math_kernel_keeps_the_tape(monkeypatch):
+    """The check compares the pair with SDPA's math kernel, so a fused backward that returns
+    wrong gradients (as torch 2.11's cuDNN one did on the H200 for some strides) is never
+    written into the graph: the tape runs and the gradients stay eager's."""
+    from tensorplay_graph.training import attention
+    variants = attention._variants()
+
+    def wrong_backward(*args, **kwargs):
+        return tuple(g * 1.5 for g in variants["flash_cpu"].backward(*args, **kwargs)[:3])
+
+    broken = attention._Variant("flash_cpu", variants["flash_cpu"].forward, wrong_backward,
+                                variants["flash_cpu"].fwd_args, variants["flash_cpu"].bwd_args)
+    monkeypatch.setattr(attention, "_variants", lambda: {**variants, "flash_cpu": broken})
+    monkeypatch.setattr(attention, "_CHECKED", {})
+    torch.manual_seed(0)
+    explain = _trains_like_eager(Attention())
+    assert "opaque" in explain, explain
