@@ -268,3 +268,22 @@ def test_tensorplay_reference_fuzz_seeds_of_issue_13_match_eager(seed):
     from fuzz_check import check
     from fuzz_gen import generate
     assert check(generate(seed, "tensorplay"), "reference").status == "ok"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_tensorplay_16bit_baddbmm_with_beta_zero_is_an_eager_defect_kept_out(dtype):
+    # Seed 50006066: TensorPlay 1.0.0's 16-bit eager baddbmm with beta=0.0 adds whatever its
+    # output buffer held (a different wrong result from call to call; beta 0.5 and float32
+    # are right). No prim models baddbmm, so compiled programs re-enter that same kernel
+    # and disagree with eager only through the garbage. The generator keeps beta=0.0 out
+    # of 16-bit TensorPlay programs (fuzz_gen_shapes.op_contract).
+    T = pytest.importorskip("tensorplay")
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((1, 1, 8), (1, 8, 2)))
+    x, y = (T.from_numpy(v).to(getattr(T, dtype)) for v in (a, b))
+    exact = T.bmm(x.to(T.float32), y.to(T.float32)).to(getattr(T, dtype)).float().numpy()
+    zeros, ones = (f(1, 1, 2, dtype=getattr(T, dtype)) for f in (T.zeros, T.ones))
+    np.testing.assert_allclose(T.baddbmm(zeros, x, y, beta=0.5).float().numpy(), exact,
+                               rtol=2e-2, atol=2e-2)
+    eager = T.baddbmm(ones, x, y, beta=0.0).float().numpy()
+    assert not np.allclose(eager, exact, rtol=2e-2, atol=2e-2)  # the eager defect itself
