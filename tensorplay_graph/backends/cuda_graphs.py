@@ -10,7 +10,9 @@ the default -- no random op and no custom op running arbitrary host code.
 
 :class:`CudaGraphRunner` then runs the program: call 1 as is (kernels compile, lazy state
 settles), call 2 captures it and replays, later calls replay. Inputs whose storage is the same
-on calls 1 and 2 (parameters, a reused buffer) are read in place; the others are copied into
+on calls 1 and 2 (parameters, a reused buffer) are read in place; when some moved, call 2 is
+one more warm-up and call 3 captures (a backward's inputs are the forward graph's buffers only
+from the forward's capture on); inputs that moved again are copied into
 private buffers before each replay; call-time caches the program reads (a channels_last conv
 weight: ``refresh_for_replay``) are brought up to date before each replay. Outputs behave like eager outputs: a caller still holding
 the previous call's result (the tensor or a view of it) never sees it overwritten: the buffers
@@ -166,6 +168,7 @@ class CudaGraphRunner:
         self._spec: Any = None
         self._baseline: List[Tuple[int, int]] = []
         self._copy_out = False
+        self._rewarmed = False
         #: why the last capture failed: {"text", "node", "kernels", "error", "final"}
         self.capture_failure: Optional[Dict[str, Any]] = None
         # Call-time caches the graph reads (channels_last conv weights): brought up to date
@@ -187,6 +190,12 @@ class CudaGraphRunner:
     def __call__(self, *args: Any) -> Any:
         if self._graph is None:
             if self.state == "warm-up":
+                return self._first(args)
+            if self.state == "capture next" and not self._rewarmed and self._moved(args):
+                # One more warm-up when inputs moved since the last one: a compiled
+                # backward's saved activations live in the forward graph's output buffers
+                # only from the forward's capture on, and read in place they cost no copy
+                self._rewarmed = True
                 return self._first(args)
             if not self.state.startswith("off"):
                 return self._capture(args)
@@ -215,6 +224,10 @@ class CudaGraphRunner:
         return self._result()
 
     # -- steps ---------------------------------------------------------------------------
+    def _moved(self, args: tuple) -> bool:
+        return any(self.ops.is_tensor(a) and a.data_ptr() != ptr
+                   for a, ptr in zip(args, self._warm_ptrs or ()))
+
     def _first(self, args: tuple) -> Any:
         self._warm_ptrs = [a.data_ptr() if self.ops.is_tensor(a) else None for a in args]
         self.state = "capture next"
