@@ -144,3 +144,38 @@ def test_rewrite_takes_the_backward_graphs_matmul_method_calls(monkeypatch):
     got = module(g, w)
     torch.testing.assert_close(got[0], g @ w)
     torch.testing.assert_close(got[1], g.t() @ g)
+
+
+def test_gemms_reading_one_matrix_share_one_padded_copy(monkeypatch):
+    """The LM head's backward: the logits gradient times the weight, and its transpose times
+    the hidden states. One padded copy of the gradient serves both GEMMs."""
+    monkeypatch.setattr(aligned_gemm, "MIN_ELEMENTS", 1)
+    g, w, h = torch.randn(2, 3, 13), torch.randn(13, 16), torch.randn(6, 24)
+    program = lambda g, w, h: (g.matmul(w), g.reshape(6, 13).transpose(0, 1).matmul(h))  # noqa: E731
+    module = compile_graph(tpg.capture(program, g, w, h), (g, w, h), backends=[])
+    for node in module.graph.nodes:
+        if node.meta.get("tensor_meta") is not None and node.op != "output":
+            _as_cuda(node)
+    rewrite_misaligned_gemms(module)
+    targets = [n.target for n in module.graph.nodes]
+    assert targets.count(aligned_matmul) == 2 and targets.count(aligned_gemm.padded_columns) == 1
+    copies = []
+    padded = aligned_gemm._padded
+    monkeypatch.setattr(aligned_gemm, "_padded", lambda x, *a: copies.append(x.shape) or padded(x, *a))
+    got = module(g, w, h)
+    assert copies == [w.shape]  # only the weight's rows; the gradient's copy is shared
+    for got_one, want in zip(got, program(g, w, h)):
+        assert got_one.shape == want.shape and got_one.stride() == want.stride()
+        torch.testing.assert_close(got_one, want)
+
+
+def test_a_shared_copy_of_another_matrix_is_not_used():
+    g, other, w = torch.randn(6, 13), torch.randn(6, 13), torch.randn(13, 16)
+    shared = aligned_gemm.padded_columns(other)
+    torch.testing.assert_close(aligned_matmul(g, w, shared), g @ w)
+    x = torch.randn(6, 8)
+    torch.testing.assert_close(aligned_matmul(g.t(), x, shared), g.t() @ x)
+    g.add_(1)  # an in-place write after the copy: the copy is stale and not used
+    stale = aligned_gemm.padded_columns(g)
+    g.mul_(2)
+    torch.testing.assert_close(aligned_matmul(g, w, stale), g @ w)
