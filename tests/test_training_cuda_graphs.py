@@ -79,3 +79,46 @@ def test_backward_graph_reads_saved_activations_in_place(cpu_graphs, caplog):
     captured = [r.getMessage() for r in caplog.records if "cuda graphs: captured" in r.getMessage()]
     copied = [int(re.search(r"(\d+) copied in", m).group(1)) for m in captured]
     assert copied == [0, 1], captured  # forward: none; backward: the loss's incoming gradient
+
+
+def _recorded_runners(monkeypatch):
+    from tensorplay_graph.backends import cuda_graphs
+    runners = []
+
+    class Recorded(cuda_graphs.CudaGraphRunner):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            runners.append(self)
+
+    monkeypatch.setattr(cuda_graphs, "CudaGraphRunner", Recorded)
+    return runners
+
+
+@pytest.mark.parametrize("hold", [False, True])
+def test_gradients_go_to_grad_without_a_copy(cpu_graphs, monkeypatch, hold):
+    """The backward graph's gradient buffers become ``.grad`` themselves (autograd takes an
+    unshared gradient as is; otherwise a copy of every gradient per step, and as much memory
+    again). Gradients the caller keeps (``hold``) are never overwritten by a later step: the
+    graph's outputs are copied out from then on."""
+    runners = _recorded_runners(monkeypatch)
+    torch.manual_seed(0)
+    model, (ids, labels) = TinyLM(), _data()
+    model(ids, labels).backward()
+    want = _grads(model)
+    compiled = tpg.compile(model, options={"backends": ["reference"]})
+    kept = []
+    for _ in range(5):
+        model.zero_grad(set_to_none=True)
+        compiled(ids, labels).backward()
+        if hold:
+            kept.append({n: p.grad for n, p in model.named_parameters()})
+    backward = [r for r in runners if r.replays][-1]
+    buffers = {o.untyped_storage().data_ptr() for o in backward._outs if torch.is_tensor(o)}
+    in_buffers = [p.grad.untyped_storage().data_ptr() in buffers for p in model.parameters()]
+    if hold:
+        assert backward.state == "graph, copying outputs" and not any(in_buffers)
+    else:
+        assert backward.state == "graph" and all(in_buffers)
+    for step, grads in enumerate(kept + [{n: p.grad for n, p in model.named_parameters()}]):
+        for name, grad in grads.items():
+            torch.testing.assert_close(grad, want[name], rtol=1e-5, atol=1e-6, msg=f"{name} {step}")

@@ -18,7 +18,8 @@ weight: ``refresh_for_replay``) are brought up to date before each replay. Outpu
 the previous call's result (the tensor or a view of it) never sees it overwritten: the buffers
 it holds are left to it, the program is captured again (a new memory pool) and from then on each
 call returns copies out of the graph's pool. While nobody holds the previous result, the
-graph's own output buffers are returned (no copy). A reference held only from C++ (a DLPack
+graph's own output buffers are returned (no copy), as new tensor objects each call, so a
+caller can own one outright (autograd moves an unshared gradient into ``.grad`` uncopied). A reference held only from C++ (a DLPack
 capsule) is not seen: keep a Python reference, or turn graphs off. The graph's memory pool
 (the program's intermediates and outputs) stays allocated while the compiled program lives,
 and one runner is not meant to be called from two threads at once.
@@ -165,6 +166,7 @@ class CudaGraphRunner:
         self._static: List[Tuple[int, int]] = []        # (slot, pointer) read in place
         self._private: List[Tuple[int, Any]] = []       # (slot, private buffer) copied in
         self._outs: List[Any] = []
+        self._same: List[int] = []                      # first output index of each output
         self._spec: Any = None
         self._baseline: List[Tuple[int, int]] = []
         self._copy_out = False
@@ -261,10 +263,18 @@ class CudaGraphRunner:
             return self._off(args, "an output aliases an input (a replay could not return "
                                    "a view of the caller's new tensor)")
         self._graph, self._static, self._private = graph, static, private
-        self._outs, self._spec = leaves, spec
+        # The runner keeps aliases of the outputs and hands out fresh ones per replay: a
+        # handed-out tensor nobody else references can be taken over as is (autograd puts
+        # such a gradient into ``.grad`` without the copy it makes of a shared one); the
+        # storage count below still sees every handed-out tensor and view that is alive.
+        first = {id(v): i for i, v in reversed(list(enumerate(leaves)))}
+        self._same = [first[id(v)] for v in leaves]
+        self._outs = [self._alias(v) for v in leaves]
+        self._spec = spec
+        del leaves
         self.captures += 1
         self.state = "graph, copying outputs" if self._copy_out else "graph"
-        self._baseline = [self._uses(i) for i in range(len(leaves))]
+        self._baseline = [self._uses(i) for i in range(len(self._outs))]
         log.info("cuda graphs: captured (%d input(s) read in place, %d copied in per call)",
                  len(static), len(private))
         for slot, buffer in private:
@@ -308,10 +318,20 @@ class CudaGraphRunner:
                 return False
         return True
 
+    def _alias(self, value: Any) -> Any:
+        """A new tensor object on ``value``'s memory (``value`` itself when it is not a
+        tensor, or takes part in autograd, where a detached alias would change it)."""
+        if not self.ops.is_tensor(value) or value.requires_grad:
+            return value
+        return value.detach()
+
     def _result(self) -> Any:
-        leaves = self._outs
         if self._copy_out:
-            leaves = [v.clone() if self.ops.is_tensor(v) else v for v in leaves]
+            leaves = [v.clone() if self.ops.is_tensor(v) else v for v in self._outs]
+        else:
+            leaves = [self._alias(v) for v in self._outs]
+        # an output returned twice is one tensor twice, as in eager
+        leaves = [leaves[j] for j in self._same]
         return _rebuild(self._spec, iter(leaves))
 
 
