@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 import tensorplay_graph as tpg  # noqa: E402
 
 from test_cuda_graphs import CpuGraphs, plan_on_cpu  # noqa: E402
-from test_training_functional import TinyLM, _data, _grads  # noqa: E402
+from test_training_functional import F, TinyLM, _data, _grads  # noqa: E402
 
 
 @pytest.fixture
@@ -122,3 +122,34 @@ def test_gradients_go_to_grad_without_a_copy(cpu_graphs, monkeypatch, hold):
     for step, grads in enumerate(kept + [{n: p.grad for n, p in model.named_parameters()}]):
         for name, grad in grads.items():
             torch.testing.assert_close(grad, want[name], rtol=1e-5, atol=1e-6, msg=f"{name} {step}")
+
+
+class WithLogits(TinyLM):
+    """Returns the logits too, as transformers' models do; the loss alone is differentiated."""
+
+    def __init__(self):
+        super().__init__()
+        del self.qkv
+
+    def forward(self, ids, labels):
+        h = self.tok(ids) + self.pos(torch.arange(ids.shape[1]))
+        logits = self.head(self.norm(h)).float()
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1)), logits
+
+
+def test_an_unused_outputs_zero_gradient_is_made_once_and_read_in_place(cpu_graphs, caplog):
+    torch.manual_seed(0)
+    model, (ids, labels) = WithLogits(), _data()
+    model(ids, labels)[0].backward()
+    want = _grads(model)
+    compiled = tpg.compile(model, options={"backends": ["reference"]})
+    with caplog.at_level(logging.INFO, logger="tensorplay_graph.compile"):
+        for _ in range(5):
+            loss, logits = compiled(ids, labels)
+            loss.backward()
+            del loss, logits
+            for name, grad in _grads(model).items():
+                torch.testing.assert_close(grad, want[name], rtol=1e-5, atol=1e-6, msg=name)
+    captured = [r.getMessage() for r in caplog.records if "cuda graphs: captured" in r.getMessage()]
+    copied = [int(re.search(r"(\d+) copied in", m).group(1)) for m in captured]
+    assert copied == [0, 1], captured  # the logits' zero gradient is not among the copies
