@@ -145,22 +145,29 @@ def main_captured(op_counts: list, rounds: int = 3) -> None:
                   f"ratios {paired[len(paired) // 2]:.2f} (linear: {big / small:.0f})")
 
 
-def build(n: int) -> GraphModule:
-    """Our GraphModule of ``n`` call nodes (see the module docstring)."""
-    g = Graph()
+def _chain(g, n: int, barrier) -> list:
+    """Fill ``g`` (ours or torch.fx's: the same verbs) with the chain the module docstring
+    describes, ``barrier`` as the custom op; returns the placeholders."""
     values = [g.placeholder(f"x{i}") for i in range(4)]
-    for x in values:
-        x.meta["tensor_meta"] = TensorMeta((8,), "float32")
+    inputs = list(values)
     for i in range(n):
         a, b = values[-1], values[-3]
         if i % BARRIER_EVERY == BARRIER_EVERY - 1:
-            v = g.call_function(opaque, (a,))
+            v = g.call_function(barrier, (a,))
         elif i % 3 == 0:
             v = g.call_function(operator.mul, (a, b))
         else:
             v = g.call_function(operator.add, (a, 1.5))
         values.append(v)
     g.output(values[-1])
+    return inputs
+
+
+def build(n: int) -> GraphModule:
+    """Our GraphModule of ``n`` call nodes (see the module docstring)."""
+    g = Graph()
+    for x in _chain(g, n, opaque):
+        x.meta["tensor_meta"] = TensorMeta((8,), "float32")
     return GraphModule({}, g)
 
 
@@ -169,17 +176,7 @@ def build_fx(n: int):
     import torch.fx as fx
 
     g = fx.Graph()
-    values = [g.placeholder(f"x{i}") for i in range(4)]
-    for i in range(n):
-        a, b = values[-1], values[-3]
-        if i % BARRIER_EVERY == BARRIER_EVERY - 1:
-            v = g.call_function(torch.clone, (a,))
-        elif i % 3 == 0:
-            v = g.call_function(operator.mul, (a, b))
-        else:
-            v = g.call_function(operator.add, (a, 1.5))
-        values.append(v)
-    g.output(values[-1])
+    _chain(g, n, torch.clone)
     return fx.GraphModule(torch.nn.Module(), g)
 
 

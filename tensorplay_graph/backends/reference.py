@@ -29,7 +29,8 @@ from ..frameworks import adapter_for, framework_of
 from ..ir.meta import FLOATING_DTYPES, INTEGER_DTYPES, TensorMeta, tensor_meta_of
 from ..ir.node import map_arg
 from ..prims.reference_math import opmath
-from ..prims.rules import framework_rules, is_scalar, result_type, scalar_out_of_range
+from ..prims.rules import (framework_rules, is_scalar, result_type, scalar_kept_in_opmath,
+                           scalar_out_of_range)
 from .base import Kernel, Region, record_declines
 from .registry import register_backend
 
@@ -172,13 +173,6 @@ def _local_names(region: Region) -> Dict[Any, str]:
     return names
 
 
-#: The prim trait saying a framework keeps a Python scalar (or 0-d CPU tensor) operand in
-#: opmath for 16-bit floats (torch: ``fp16_x * 70000`` is 35008, not fp16(70000) = inf times
-#: x; its add / sub cast it, measured).
-_OPMATH_SCALAR_TRAIT = {"torch": "torch_opmath_scalar", "tensorplay": "tensorplay_opmath_scalar"}
-
-
-
 def region_framework(region: Region) -> str:
     """``"torch"`` / ``"tensorplay"``: whose eager semantics the region's code follows."""
     from ..frameworks.graphs import graph_framework
@@ -211,15 +205,15 @@ def _operands() -> tuple:
 def _convert(name: str, raw: Any, text: Any, common: str, prim, framework: str) -> Any:
     """Source text of operand ``name`` converted as eager converts it."""
     work = opmath(common)
-    second = name in ("a", "b")  # either side: ``70000 / x`` keeps 70000 in float32 too
-    opmath_second = _OPMATH_SCALAR_TRAIT[framework] in prim.traits and second and \
-        common in ("float16", "bfloat16")
+    kept = scalar_kept_in_opmath(prim, name, common, framework)
     if is_scalar(raw):
-        return f"_scalar({raw!r}, {None if opmath_second else common!r}, {work!r})"
+        return f"_scalar({raw!r}, {None if kept else common!r}, {work!r})"
     meta = tensor_meta_of(raw)
     if meta is None:
         return text
-    if opmath_second and meta.ndim == 0 and meta.dtype in SUPPORTED_DTYPES:
+    # eager reads a 0-d tensor operand as a scalar: where it keeps scalars, the tensor keeps
+    # its own dtype
+    if kept and meta.ndim == 0 and meta.dtype in SUPPORTED_DTYPES:
         return f"_as({text}, {meta.dtype!r}, {work!r})"
     return f"_as({text}, {common!r}, {work!r})"
 

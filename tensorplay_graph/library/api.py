@@ -17,35 +17,37 @@ from .schema import (
 )
 
 
-def _definer(kind: dict, name: str, fn: Optional[Callable], mutates_args: Sequence[str],
-             device_types: Any, schema: Optional[str]) -> Any:
-    validate_name(name)
-    mutated = validate_mutates_args(mutates_args)
-    normalize_device_types(device_types)
-    validate_schema(schema, name)
+def _op_definer(public_name: str, kind: dict, doc: str) -> Callable[..., Any]:
+    """One of the ``custom_op``-style definers: they share one signature and differ only in
+    the flag ``kind`` sets on the CustomOpDef (as torch.library's three do)."""
 
-    def decorator(f: Callable[..., Any]) -> CustomOpDef:
-        if not callable(f):
-            raise TypeError(f"{name}: operator body must be callable, got {type(f)!r}")
-        check_mutated_names(name, f, mutated)
-        op = CustomOpDef(name, mutates_args=mutated, device_types=device_types,
-                         schema=schema, **kind)
-        add_op(op)
-        op._install_default_kernel(f)
-        return op
+    def define(name: str, fn: Optional[Callable[..., Any]] = None, /, *,
+               mutates_args: Sequence[str] = (), device_types: Any = None,
+               schema: Optional[str] = None) -> Any:
+        validate_name(name)
+        mutated = validate_mutates_args(mutates_args)
+        normalize_device_types(device_types)
+        validate_schema(schema, name)
 
-    return decorator(fn) if fn is not None else decorator
+        def decorator(f: Callable[..., Any]) -> CustomOpDef:
+            if not callable(f):
+                raise TypeError(f"{name}: operator body must be callable, got {type(f)!r}")
+            check_mutated_names(name, f, mutated)
+            op = CustomOpDef(name, mutates_args=mutated, device_types=device_types,
+                             schema=schema, **kind)
+            add_op(op)
+            op._install_default_kernel(f)
+            return op
+
+        return decorator(fn) if fn is not None else decorator
+
+    define.__name__ = define.__qualname__ = public_name
+    define.__doc__ = doc
+    return define
 
 
-def custom_op(
-    name: str,
-    fn: Optional[Callable[..., Any]] = None,
-    /,
-    *,
-    mutates_args: Sequence[str] = (),
-    device_types: Any = None,
-    schema: Optional[str] = None,
-) -> Any:
+custom_op = _op_definer(
+    "custom_op", {},
     """Define an opaque custom operator ``"ns::name"`` (decorator, or ``fn`` positional).
 
     The body is the kernel of ``device_types`` (every device when omitted);
@@ -55,41 +57,22 @@ def custom_op(
     >>> @custom_op("mylib::scale", mutates_args=())
     ... def scale(x, factor: float):
     ...     return x * factor
-    """
-    return _definer({}, name, fn, mutates_args, device_types, schema)
+    """)
 
-
-def triton_op(
-    name: str,
-    fn: Optional[Callable[..., Any]] = None,
-    /,
-    *,
-    mutates_args: Sequence[str] = (),
-    device_types: Any = None,
-    schema: Optional[str] = None,
-) -> Any:
+triton_op = _op_definer(
+    "triton_op", {"is_triton_op": True},
     """Define an operator whose kernel launches Triton kernels through ``wrap_triton``.
 
     Captured as one node whose body never runs during capture; the Triton
     backend runs its registered kernels.
-    """
-    return _definer({"is_triton_op": True}, name, fn, mutates_args, device_types, schema)
+    """)
 
-
-def tile_lang_op(
-    name: str,
-    fn: Optional[Callable[..., Any]] = None,
-    /,
-    *,
-    mutates_args: Sequence[str] = (),
-    device_types: Any = None,
-    schema: Optional[str] = None,
-) -> Any:
+tile_lang_op = _op_definer(
+    "tile_lang_op", {"is_tile_lang_op": True},
     """Define an operator whose kernel launches TileLang kernels through ``wrap_tilelang``.
 
     Like ``triton_op``: one opaque fusion-barrier node under capture.
-    """
-    return _definer({"is_tile_lang_op": True}, name, fn, mutates_args, device_types, schema)
+    """)
 
 
 def register_kernel(op: Any, device_types: Any = None, func: Optional[Callable] = None,

@@ -30,6 +30,7 @@ from .registration_args import dtype_name as _dtype_name, kernel_keys as _kernel
 from .schema import (
     fake_returned_none,
     normalize_device_types,
+    require_str,
     returns_none,
     validate_mutates_args,
     validate_name,
@@ -208,11 +209,10 @@ class CustomOpDef:
 
     def register_autocast(self, device_type: str, cast_inputs: Any) -> None:
         """Cast floating tensor inputs to ``cast_inputs`` while autocast is on for ``device_type``."""
-        if not isinstance(device_type, str):
-            raise TypeError(f"device_type must be a str, got {type(device_type)!r}")
+        key = require_str(device_type, "device_type").lower()
         name = _dtype_name(cast_inputs)
         with LOCK:
-            self._autocast_rules[device_type.lower()] = name
+            self._autocast_rules[key] = name
             self._changed()
 
     @contextlib.contextmanager

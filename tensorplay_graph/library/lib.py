@@ -7,7 +7,7 @@ from typing import Any, Callable, Optional
 from .api import register_fake, register_kernel
 from .custom_op import CustomOpDef
 from .registry import DEF_NAMESPACES, LOCK, add_op, find_op, resolve_op
-from .schema import is_composite, schema_head, validate_name, validate_schema
+from .schema import is_composite, require_str, schema_head, validate_name, validate_schema
 
 _KINDS = ("DEF", "IMPL", "FRAGMENT")
 
@@ -100,8 +100,7 @@ class Library:
         del allow_override
         if dispatch_key:
             device_type = dispatch_key
-        if not isinstance(device_type, str):
-            raise TypeError(f"device_type must be a str, got {type(device_type)!r}")
+        require_str(device_type, "device_type")
         key = None if is_composite(device_type) else device_type.lower()
         if isinstance(op_name, CustomOpDef):
             op = op_name

@@ -10,6 +10,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from ..frameworks import adapter_for, loaded
+from .schema import require_str
 
 if TYPE_CHECKING:  # pragma: no cover
     from .custom_op import CustomOpDef
@@ -22,9 +23,7 @@ DEF_NAMESPACES: set[str] = set()
 
 def get_op(op_name: str) -> "CustomOpDef":
     """The operator previously defined as ``"ns::name"`` (RuntimeError if unknown)."""
-    if not isinstance(op_name, str):
-        raise TypeError(f"op name must be a str, got {type(op_name)!r}")
-    op = _OPS.get(op_name)
+    op = _OPS.get(require_str(op_name, "op name"))
     if op is None:
         raise RuntimeError(
             f"unknown operator {op_name!r}; define it with custom_op / define first"

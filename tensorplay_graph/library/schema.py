@@ -20,11 +20,16 @@ _COMPOSITE_LOWER = frozenset(key.lower() for key in COMPOSITE_KEYS) | {"default"
 _SCHEMA_RE = re.compile(r"^\s*(?P<head>[^(]*?)\s*\((?P<params>.*)\)\s*->\s*(?P<ret>\S.*?)\s*$", re.S)
 
 
+def require_str(value: Any, what: str, expected: str = "a str") -> str:
+    """``value``, which must be a str (TypeError naming ``what`` otherwise)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be {expected}, got {type(value)!r}")
+    return value
+
+
 def validate_name(name: Any) -> tuple[str, str]:
     """Split ``"ns::name"`` into ``(ns, name)``; both must be identifiers."""
-    if not isinstance(name, str):
-        raise TypeError(f"op name must be a str, got {type(name)!r}")
-    parts = name.split("::")
+    parts = require_str(name, "op name").split("::")
     if len(parts) != 2 or not parts[0] or not parts[1]:
         raise ValueError(f'expected a qualified op name like "mylib::my_op", got {name!r}')
     namespace, opname = parts
@@ -105,9 +110,7 @@ def slot_key(device_types: Any) -> Any:
 
 def dispatch_key_of(dispatch_key: Any) -> Optional[str]:
     """``get_kernel``'s key: ``"default"``/composite spellings -> ``None``."""
-    if not isinstance(dispatch_key, str):
-        raise TypeError(f"dispatch_key must be a str, got {type(dispatch_key)!r}")
-    lowered = dispatch_key.lower()
+    lowered = require_str(dispatch_key, "dispatch_key").lower()
     return None if lowered in _COMPOSITE_LOWER else lowered
 
 
@@ -115,9 +118,7 @@ def validate_schema(schema: Any, qualname: Optional[str] = None) -> Optional[str
     """Accept ``"ns::name(...) -> ..."`` or a bare ``"(...) -> ..."``; keep it verbatim."""
     if schema is None:
         return None
-    if not isinstance(schema, str):
-        raise TypeError(f"schema must be a str or None, got {type(schema)!r}")
-    match = _SCHEMA_RE.match(schema)
+    match = _SCHEMA_RE.match(require_str(schema, "schema", "a str or None"))
     if match is None:
         raise ValueError(
             f'schema must look like "ns::name(Tensor x) -> Tensor" or '

@@ -175,25 +175,19 @@ _opaque("normal", signature=normal, meta=normal_meta,
         spellings=_everywhere("normal", False), random=True)
 
 # data-dependent
-_opaque("nonzero", signature=nonzero,
-        meta=data_dependent_meta("nonzero", "the number of nonzero elements"),
-        spellings=_everywhere("nonzero"), data_dependent=True)
-_opaque("item", signature=item, meta=data_dependent_meta("item", "the Python value"),
-        spellings=("tensorplay:item", "method:item"), data_dependent=True)
-_opaque("tolist", signature=item, meta=data_dependent_meta("tolist", "the Python value"),
-        spellings=("method:tolist",), data_dependent=True)
-_opaque("unique", signature=unique,
-        meta=data_dependent_meta("unique", "the number of distinct elements"),
-        spellings=_everywhere("unique"), data_dependent=True)
-_opaque("masked_select", signature=masked_select,
-        meta=data_dependent_meta("masked_select", "the number of selected elements"),
-        spellings=_everywhere("masked_select"), data_dependent=True)
-_opaque("argwhere", signature=item,
-        meta=data_dependent_meta("argwhere", "the number of nonzero elements"),
-        spellings=_everywhere("argwhere"), data_dependent=True)
-_opaque("bincount", signature=bincount,
-        meta=data_dependent_meta("bincount", "the result's length (max + 1)"),
-        spellings=_everywhere("bincount"), data_dependent=True)
+def _data_dependent(name: str, signature, depends: str, spellings=None) -> Prim:
+    """An op whose result (``depends``: its shape or value) is known only from the data."""
+    return _opaque(name, signature=signature, meta=data_dependent_meta(name, depends),
+                   spellings=spellings or _everywhere(name), data_dependent=True)
+
+
+_data_dependent("nonzero", nonzero, "the number of nonzero elements")
+_data_dependent("item", item, "the Python value", ("tensorplay:item", "method:item"))
+_data_dependent("tolist", item, "the Python value", ("method:tolist",))
+_data_dependent("unique", unique, "the number of distinct elements")
+_data_dependent("masked_select", masked_select, "the number of selected elements")
+_data_dependent("argwhere", item, "the number of nonzero elements")
+_data_dependent("bincount", bincount, "the result's length (max + 1)")
 
 # side effect
 _opaque("assert", signature=assert_, meta=assert_meta,

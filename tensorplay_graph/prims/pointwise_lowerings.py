@@ -20,12 +20,11 @@ import os
 from typing import Any, Optional
 
 from ..ir.meta import TensorMeta
-from .rules import is_scalar
+from .rules import HALF_FLOATS, is_scalar
 
 SQRT_HALF = 0.7071067811865476
 SQRT_2_OVER_PI = 0.7978845608028654
 TL_INF = 'T.infinity("float32")'
-HALF_FLOATS = ("float16", "bfloat16")
 
 
 def add_tpl(sign: str, mul: str = "*"):

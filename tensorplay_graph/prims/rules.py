@@ -151,6 +151,24 @@ def to_floating(dtype: str, framework: Optional[str] = None) -> str:
     return dtype if category(dtype) >= 2 else default_float(framework)
 
 
+#: 16-bit floats: eager computes them in float32 (opmath) and rounds each op's result.
+HALF_FLOATS = ("float16", "bfloat16")
+
+#: The prim trait saying a framework keeps a Python-scalar ``a`` / ``b`` operand in opmath
+#: (float32) for 16-bit floats (torch's mul / div: ``fp16_x * 70000`` is 35008, not
+#: fp16(70000) = inf times x; its add / sub cast the scalar, measured).
+_OPMATH_SCALAR_TRAIT = {"torch": "torch_opmath_scalar", "tensorplay": "tensorplay_opmath_scalar"}
+
+
+def scalar_kept_in_opmath(prim: Any, operand: str, common: str, framework: str) -> bool:
+    """True when ``framework``'s eager keeps a Python-scalar ``operand`` of pointwise ``prim``
+    in float32 rather than casting it to ``common``, the 16-bit dtype the op computes on
+    (``fp16_x + 70000`` adds fp16(70000) = inf: cast; ``fp16_x * 70000`` in torch: kept).
+    Either side counts: ``70000 / x`` keeps 70000 in float32 too."""
+    return (common in HALF_FLOATS and operand in ("a", "b")
+            and _OPMATH_SCALAR_TRAIT.get(framework, "") in prim.traits)
+
+
 def broadcast_shapes(*shapes: Sequence[int]) -> Tuple[int, ...]:
     """NumPy/torch broadcasting; raises ``ShapeError`` naming both shapes."""
     ndim = max((len(s) for s in shapes), default=0)

@@ -26,9 +26,7 @@ SPECIAL = [float("nan"), float("inf"), -float("inf"), -0.0, 0.0, 1.0, -1.0, 0.5,
 INT_VALUES = [0, 1, -1, 2, -3, 7, 100, -128, 127]
 
 
-@pytest.fixture(autouse=True)
-def strict(monkeypatch):
-    monkeypatch.setenv("TPG_STRICT_LOWERING", "1")
+pytestmark = pytest.mark.usefixtures("strict")  # conftest.py
 
 
 def pairs(values, dtype):

@@ -10,20 +10,9 @@ torch = pytest.importorskip("torch")
 
 import tensorplay_graph as tpg  # noqa: E402
 from tensorplay_graph.passes.pipeline import compile_graph  # noqa: E402
+from compiled_eager import compiled_equals_eager  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def strict(monkeypatch):
-    monkeypatch.setenv("TPG_STRICT_LOWERING", "1")
-
-
-def compiled_equals_eager(program, *args):
-    gm = compile_graph(tpg.capture(program, *args), args, backends=["triton"])
-    assert any(n.meta.get("backend") == "triton" for n in gm.graph.nodes), "nothing was claimed"
-    got, want = gm(*args), program(*args)
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype and g.shape == w.shape
-        torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True)
+pytestmark = pytest.mark.usefixtures("strict")  # conftest.py
 
 
 def test_bfloat16_cast_rounds_to_nearest_even():

@@ -15,9 +15,7 @@ import torch
 import tensorplay_graph as tpg
 
 
-@pytest.fixture(autouse=True)
-def _strict(monkeypatch):
-    monkeypatch.setenv("TPG_STRICT_LOWERING", "1")
+pytestmark = pytest.mark.usefixtures("strict")  # conftest.py
 
 
 def _rand(*shape, dtype=torch.float32, seed=0):

@@ -19,11 +19,12 @@ from ..base import node_framework
 from ...ir.meta import permuted_strides
 from .codegen_reduction import Emitter, RowOps, emit_rule
 from ...prims.pointwise_lowerings import HALF_FLOATS, round16_triton
+from ...prims.rules import scalar_kept_in_opmath
 from .layout import broadcast_strides
 from .kernel_desc import TL_DTYPES, KernelDesc, OutputArg, TensorArg, compute_dtype, literal
 from .plan import KernelPlan, PointwiseSpace, RowsSpace
 from .operands import (OPERAND_KEYS, integer_operand_dtype, literal_integers,
-                       scalar_cast, scalar_cast_dtype, is_node, node_meta, round_scalar)
+                       scalar_cast_dtype, is_node, node_meta, round_scalar)
 
 _RESERVED = re.compile(r"^(tl|triton|pid|offs|mask|row|cols|numel|n_cols|BLOCK_SIZE|BLOCK_N|"
                        r"pid_[rc]|rows|[rc]mask|n_rows|BLOCK_[RC]|tile\d+|"
@@ -255,8 +256,8 @@ def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int)
     if prim.kind == "pointwise":
         floating = tm.dtype in ("float16", "bfloat16", "float32", "float64")
         half = scalar_cast_dtype(node, prim, args)
-        mapped = {k: ref(round_scalar(v, half) if half and k in OPERAND_KEYS and
-                         scalar_cast(prim, k, node_framework(node)) else v,
+        mapped = {k: ref(round_scalar(v, half) if half and k in OPERAND_KEYS and not
+                         scalar_kept_in_opmath(prim, k, half, node_framework(node)) else v,
                          floating and k != "cond") for k, v in args.items()}
         # compute "none": the template takes its operands as they are (casts, logic).
         common = None if floating or prim.compute == "none" else integer_operand_dtype(args)

@@ -1,9 +1,9 @@
 """A Triton region's node operands: their metadata, and how eager treats Python-scalar operands.
 
 Eager casts a Python number to a 16-bit float operand's dtype before computing (except the
-ops a framework keeps in float32, torch's mul / div), and types integer-literal results by
-promotion; the generated kernel must do the same (tests/fuzz/FINDINGS.md, seeds 40000579,
-20001675).
+ops a framework keeps in float32, ``prims.rules.scalar_kept_in_opmath``), and types
+integer-literal results by promotion; the generated kernel must do the same
+(tests/fuzz/FINDINGS.md, seeds 40000579, 20001675).
 """
 
 from __future__ import annotations
@@ -27,14 +27,8 @@ def node_meta(node: Any):
     return tm
 
 
-
 #: Pointwise arguments that are operands of the computation (``cond`` of where is not).
 OPERAND_KEYS = ("a", "b", "min", "max")
-
-
-#: The prim trait saying a framework keeps a Python-scalar ``a`` / ``b`` in float32 for
-#: 16-bit floats (torch's mul / div); other scalars eager casts to the 16-bit dtype first.
-_OPMATH_SCALAR_TRAIT = {"torch": "torch_opmath_scalar", "tensorplay": "tensorplay_opmath_scalar"}
 
 
 def scalar_cast_dtype(node: Any, prim: Any, args: Dict[str, Any]) -> Optional[str]:
@@ -50,11 +44,6 @@ def scalar_cast_dtype(node: Any, prim: Any, args: Dict[str, Any]) -> Optional[st
                                if k in OPERAND_KEYS and (is_node(v) or _number(v))],
                              framework=node_framework(node))
     return common if common in HALF_FLOATS else None
-
-
-def scalar_cast(prim: Any, key: str, framework: str) -> bool:
-    """False for an ``a`` / ``b`` scalar the framework keeps in opmath for this prim."""
-    return key not in ("a", "b") or _OPMATH_SCALAR_TRAIT.get(framework, "") not in prim.traits
 
 
 def _number(value: Any) -> bool:
