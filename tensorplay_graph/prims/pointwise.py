@@ -196,7 +196,7 @@ _record("clamp", signature=clamp, meta=clamp_meta,
         tilelang=low.clamp(low.tl_keep("<"), low.tl_keep(">")),
         declines={"tilelang": low.clamp_tilelang_declines,
                   "reference": low.clamp_scalar_bounds_declines,
-                  "triton": low.clamp_scalar_bounds_declines})
+                  "triton": low.clamp_kernel_declines})
 
 # transcendental and activations
 _unary("exp", reference="np.exp({a})", triton="tl.exp({a})", tilelang="T.exp({a})",
