@@ -179,6 +179,8 @@ _record("where", signature=where, meta=where_meta, spellings=_spell("where"),
         reference="np.where({cond}, {a}, {b})", triton="tl.where({cond}, {a}, {b})",
         tilelang="T.if_then_else({cond}, {a}, {b})",
         aliases={"condition": "cond", "input": "a", "self": "a", "other": "b"})
+
+
 def _tensorplay_clip(args: tuple, kwargs: dict) -> Any:
     """TensorPlay 1.0.0's ``clip`` of a bool / integer tensor clamps in a wider type and casts
     the result (bool ``clip(False, -1.5)`` is False, uint8 ``clip(x, 300)`` is 44); its ``clamp``,
