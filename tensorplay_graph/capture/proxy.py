@@ -120,6 +120,12 @@ class Proxy:
             fields = getattr(type(example), "__match_args__", ())
             if name in fields:
                 return self[fields.index(name)]
+        elif example is MISSING:
+            # No example (a fake's data-shaped reader, an op without a fake): the op and its
+            # arguments tell; else `.indices` became a bound method (seed 60013227).
+            fields = self.tracer.result_fields(self.node)
+            if name in fields:
+                return self[fields.index(name)]
         if name in META_ATTRS or name in TENSOR_PROPERTIES:
             return self.tracer.create_proxy("call_function", builtins.getattr, (self, name), {})
         self._check_attribute(name)
@@ -138,6 +144,9 @@ class Proxy:
         if self.node in self.tracer.unknown.varying:
             raise varying_shape(self, "len()")
         if self.example is MISSING:
+            fields = self.tracer.result_fields(self.node)
+            if fields:
+                return len(fields)
             raise GraphCaptureError(
                 f"len() of traced value {self.node.name!r} at {user_source_line()}: its length is "
                 "unknown without example inputs; pass example inputs to capture() or use "
@@ -148,6 +157,9 @@ class Proxy:
         if self.node in self.tracer.unknown.varying:
             raise varying_shape(self, "iteration")
         if self.example is MISSING:
+            fields = self.tracer.result_fields(self.node)  # TensorPlay's max(x, dim=): *values
+            if fields:
+                return (self[i] for i in range(len(fields)))
             raise GraphCaptureError(
                 f"cannot iterate traced value {self.node.name!r} of unknown length at "
                 f"{user_source_line()}; pass example inputs to capture() so lengths are known, "

@@ -162,6 +162,13 @@ class Tracer:
             return type(proxy.example)
         return adapter_for(self._framework).tensor_type() if self._framework else None
 
+    def result_fields(self, node: Any) -> Tuple[str, ...]:
+        """Field names of the named tuple ``node``'s call returns (``framework.result_fields``)."""
+        if self._framework is None or node.op not in ("call_function", "call_method"):
+            return ()
+        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        return adapter_for(self._framework).result_fields(name, node.args, node.kwargs)
+
     def _get_attr(self, qualname: str, value: Any) -> Proxy:
         qualname = attribute_qualname(qualname)
         node = self.graph.get_attr(qualname)

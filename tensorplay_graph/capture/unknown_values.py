@@ -25,10 +25,12 @@ from ..ir.node import map_arg
 
 __all__ = ["VALUE_SHAPED", "UnknownValues", "shape_deciders"]
 
-#: Ops (function or method names) whose result's shape depends on the input's values.
+#: Ops (function or method names) whose result's shape may depend on the input's values
+#: (``repeat_interleave`` only with a tensor of counts: :func:`value_shape_inputs`).
+#: ``histogram`` is not one: its shape follows ``bins`` (a count, or the edges' length).
 VALUE_SHAPED = frozenset({
     "nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount",
-    "repeat_interleave", "nonzero_static", "histogram", "histogramdd",
+    "repeat_interleave", "nonzero_static",
 })
 
 
@@ -50,12 +52,38 @@ def _nodes(value: Any) -> List[Any]:
     return found
 
 
+def _repeat_counts(node: Any) -> Any:
+    """``repeat_interleave``'s counts: ``repeats=`` / the second argument, else (the one-argument
+    form ``repeat_interleave(counts)``) the first."""
+    args, kwargs = node.args, node.kwargs
+    repeats = kwargs.get("repeats", args[1] if len(args) > 1 else None)
+    return args[0] if repeats is None and args else repeats
+
+
+def value_shape_inputs(node: Any) -> Optional[list]:
+    """The input nodes whose values decide the shape of a call to a ``VALUE_SHAPED`` op or of
+    ``where(cond)``, or None when that shape is static: ``x.repeat_interleave(3)`` (an int count,
+    or ``output_size=`` given) is a plain op, and marking it value-shaped cost a fake's readers
+    their examples, so ``x.cummin(-1).indices`` on it became a method (seed 60013227)."""
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if name == "where":  # where(cond): the indices of the true entries
+        return list(node.all_input_nodes) if len(node.args) + len(node.kwargs) == 1 else None
+    if name not in VALUE_SHAPED:
+        return None
+    if name == "repeat_interleave":
+        if node.kwargs.get("output_size") is not None:
+            return None
+        return _nodes(_repeat_counts(node)) or None
+    return list(node.all_input_nodes)
+
+
 def shape_deciders(node: Any, kind: str, target: Any, example_args: tuple) -> Optional[list]:
     """The input nodes whose values decide the shape of ``node``'s result (``x[mask]``: the
     mask's), or None when its shape does not depend on tensor values."""
     name = target if kind == "call_method" else getattr(target, "__name__", "")
-    if name in VALUE_SHAPED or (name == "where" and len(example_args) == 1):
-        return list(node.all_input_nodes)  # where(cond): the indices of the true entries
+    deciders = value_shape_inputs(node)
+    if deciders is not None:
+        return deciders
     if (target is operator.getitem or name in ("__getitem__", "index")) and \
             len(example_args) > 1 and _has_mask(example_args[1:]):
         return _nodes(node.args[1:])

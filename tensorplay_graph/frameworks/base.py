@@ -241,6 +241,25 @@ class FrameworkAdapter(ABC):
         (Dynamo's ``TensorGuards``), or None."""
         return None
 
+    #: Ops that return a tensor without ``dim`` and a named (values, indices) tuple with it.
+    DIM_NAMED_RESULTS = frozenset({"max", "min", "median", "nanmedian"})
+
+    def result_fields(self, name: str, args: tuple, kwargs: dict) -> Tuple[str, ...]:
+        """Field names of the named tuple a call of op ``name`` with these graph arguments
+        returns (``x.max(0)``: values, indices), () for any other result: how capture reads
+        ``.indices`` on a result that has no example value to ask."""
+        kind = self.named_result_type(name)
+        if kind is None:
+            return ()
+        if name in self.DIM_NAMED_RESULTS and "dim" not in kwargs and not (
+                len(args) > 1 and type(args[1]) is int):
+            return ()  # x.max() / max(x, other): a tensor
+        return tuple(getattr(kind, "_fields", None) or getattr(kind, "__match_args__", ()))
+
+    def named_result_type(self, name: str) -> Optional[type]:
+        """The named-tuple class op ``name`` returns (for some arguments), or None."""
+        return None
+
     def owns_op(self, name: str) -> bool:
         """True when the framework's own op library defines ``name``."""
         return False

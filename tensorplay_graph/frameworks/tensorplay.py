@@ -29,6 +29,11 @@ class TensorPlayAdapter(FrameworkAdapter):
         """TensorPlay's own tracer proxies, which must never be probed as tensors."""
         return "Proxy" in tensor_class.__name__
 
+    def named_result_type(self, name: str) -> Optional[type]:
+        # TensorPlay 1.0 names only max / min (dim given); sort, topk, cummin ... are plain tuples.
+        module = self.import_module("tensorplay._return_types")
+        return getattr(module, f"{name}_return_type", None) if module is not None else None
+
     # -- tensors -------------------------------------------------------------------------
 
     def _device_kw(self, device: Any) -> dict:

@@ -30,6 +30,10 @@ class TorchAdapter(FrameworkAdapter):
     def scalar_types(self) -> Tuple[type, ...]:
         return (self.module.dtype, self.module.device)
 
+    def named_result_type(self, name: str) -> Optional[type]:
+        kind = getattr(self.module.return_types, name, None)  # torch.return_types.cummin
+        return kind if isinstance(kind, type) and issubclass(kind, tuple) else None
+
     # -- tensors -------------------------------------------------------------------------
 
     def empty(self, shape: Sequence[int], dtype: str, device: Any = None) -> Any:

@@ -38,8 +38,8 @@ def shape_from_data(node: Node) -> bool:
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
     if node.target is operator.getitem or name in ("__getitem__", "index"):
         return len(node.args) > 1 and _is_mask(node.args[1:])
-    from ..capture.unknown_values import VALUE_SHAPED
-    return name in VALUE_SHAPED or (name == "where" and len(node.args) + len(node.kwargs) == 1)
+    from ..capture.unknown_values import value_shape_inputs
+    return value_shape_inputs(node) is not None
 
 
 def _fixed(node: Node) -> bool:

@@ -20,7 +20,7 @@ from typing import Any, Sequence, Tuple
 from .. import prims
 from ..ir.meta import TensorMeta, tensor_meta_of
 from ..ir.node import Node
-from .rules import framework_rules
+from .rules import framework_rules, reduction_dims
 
 __all__ = ["Emitter", "NotDifferentiable", "OPAQUE"]
 
@@ -206,8 +206,9 @@ def _dims(dim: Any) -> Any:
 
 
 def reduced_dims(dim: Any, ndim: int) -> list:
-    """The non-negative dims a reduction over ``dim`` removes (all for ``None`` / ``[]``)."""
-    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
-        return list(range(ndim))
-    dims = [dim] if isinstance(dim, int) else list(dim)
-    return sorted(d % ndim if ndim else 0 for d in dims)
+    """The non-negative dims a reduction over ``dim`` removes (all for ``None`` / ``[]``).
+
+    The forward meta rule's own reading, so a 0-d operand (dim 0 / -1 allowed, as eager
+    does) has no dim to remove and a VJP never indexes its empty shape.
+    """
+    return list(reduction_dims(dim, ndim))

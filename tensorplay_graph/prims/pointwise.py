@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ir.meta import TensorMeta
+from ..ir.meta import TensorMeta, tensor_meta_of
 from . import register
 from . import extremum_ties as ties
 from . import pointwise_lowerings as low
@@ -79,9 +79,12 @@ def where_meta(cond, a, b):
 
 
 def clamp_meta(a, min=None, max=None):
-    if low.tensorplay_scalar_bounds(min, max, current_framework()):
-        # TensorPlay's clamp takes one-element tensor bounds as scalars: the input's shape
-        # and dtype (clamp(int32 (2,), float32 (1, 1)) is int32 (2,)), never a broadcast.
+    framework = current_framework()
+    if low.tensorplay_scalar_bounds(min, max, framework) or (
+            framework == "tensorplay" and not any(is_meta(b) for b in (min, max))):
+        # TensorPlay's clamp casts Python-number bounds, and one-element tensor bounds, to the
+        # input's dtype: the input's shape and dtype (clamp(int64, -1.0, 2.0) is int64, seed
+        # 60005243; clamp(int32 (2,), float32 (1, 1)) is int32 (2,)), never a promotion.
         a = require_meta(a, "clamp", "a")
         return TensorMeta(a.shape, a.dtype, a.device, requires_grad=a.requires_grad)
     return _pointwise_meta((a, min, max), result_type(a, *(v for v in (min, max) if v is not None)))
@@ -176,13 +179,26 @@ _record("where", signature=where, meta=where_meta, spellings=_spell("where"),
         reference="np.where({cond}, {a}, {b})", triton="tl.where({cond}, {a}, {b})",
         tilelang="T.if_then_else({cond}, {a}, {b})",
         aliases={"condition": "cond", "input": "a", "self": "a", "other": "b"})
+
+
+def _tensorplay_clip(args: tuple, kwargs: dict) -> Any:
+    """TensorPlay 1.0.0's ``clip`` of a bool / integer tensor clamps in a wider type and casts
+    the result (bool ``clip(False, -1.5)`` is False, uint8 ``clip(x, 300)`` is 44); its ``clamp``,
+    which this prim models, casts the bounds first (``clamp(False, -1.5)`` is True). Such a clip,
+    or one of unknown dtype, stays an eager call. Floating clips equal clamps (measured)."""
+    bound = {**dict(zip(("a", "min", "max"), args)), **kwargs}
+    meta = tensor_meta_of(bound.get("a", bound.get("input", bound.get("self"))))
+    return bound if meta is not None and meta.is_floating else None
+
+
 _record("clamp", signature=clamp, meta=clamp_meta,
         spellings=_spell("clamp", extra=("tensorplay:clip", "torch:clip", "method:clip")),
+        adapters={"tensorplay:clip": _tensorplay_clip, "tensorplay.method:clip": _tensorplay_clip},
         reference=low.clamp_ref, triton=low.clamp_triton,
         tilelang=low.clamp(low.tl_keep("<"), low.tl_keep(">")),
         declines={"tilelang": low.clamp_tilelang_declines,
                   "reference": low.clamp_scalar_bounds_declines,
-                  "triton": low.clamp_scalar_bounds_declines})
+                  "triton": low.clamp_kernel_declines})
 
 # transcendental and activations
 _unary("exp", reference="np.exp({a})", triton="tl.exp({a})", tilelang="T.exp({a})",

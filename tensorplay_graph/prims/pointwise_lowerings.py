@@ -379,8 +379,22 @@ def clamp_scalar_bounds_declines(args, out: TensorMeta, framework: str) -> Optio
     return None
 
 
+def clamp_kernel_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
+    """Triton / TileLang: TensorPlay casts number bounds to an integer / bool input's dtype
+    first (int64 ``clamp(x, -1.5, 2.5)`` bounds at -1 and 2; ``clamp(False, min=-1)`` is True);
+    the templates compare with the number itself, so a float bound turned ``clamp(x, -1.5, 2.5)
+    * 2`` into 5 where eager gives 4. The reference backend casts the bounds (``_scalar``)."""
+    bounds = [b for b in (args.get("min"), args.get("max")) if is_scalar(b)]
+    if framework == "tensorplay" and not out.is_floating and any(
+            isinstance(b, float) or (out.dtype == "bool" and not isinstance(b, bool))
+            for b in bounds):
+        return ("TensorPlay's clamp casts number bounds to the integer / bool input's dtype "
+                "first; not modelled in the kernel")
+    return clamp_scalar_bounds_declines(args, out, framework)
+
+
 def clamp_tilelang_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
     if out.dtype == "bool":
         # TensorPlay casts the bounds to bool first (clamp(False, min=-1.0) is True)
         return "clamp of a bool tensor: the bounds' cast to bool differs per framework"
-    return clamp_scalar_bounds_declines(args, out, framework)
+    return clamp_kernel_declines(args, out, framework)
