@@ -221,3 +221,41 @@ def test_views_beside_a_norm_stay_free_views():
     assert not any("indexed" in k for k in launches), launches
     assert any(k.startswith("eager_view") for k in launches), launches
     check(program, x, r, fused=("view", "layer_norm", "transpose", "amax"))
+
+
+def _split_softmax_backward(x, m, lab, iota):
+    """The shape of a split cross-entropy backward: logits reshaped (2, 4, 15) -> (8, 15) ->
+    (8, 3, 5), per-row values broadcast, the class index read through a reshape, back to
+    (8, 15)."""
+    y = x.reshape(8, 15).reshape(8, 3, 5).float()
+    hit = iota.reshape(3, 5) == lab
+    g = torch.where(hit, -m, 0.0).to(x.dtype).reshape(8, 15)
+    return g + ((y - m).exp() * m).to(x.dtype).reshape(8, 15)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_reshape_round_trip_reads_a_row_major_input_at_the_flat_index(layout):
+    dtype = torch.bfloat16
+    x = _rand(2, 4, 15, dtype=dtype)
+    if layout == "transposed":  # same values, other strides: read by coordinates
+        x = x.transpose(0, 1).contiguous().transpose(0, 1)
+    m = torch.rand(8, 1, 1, generator=torch.Generator().manual_seed(3))
+    lab, iota = torch.randint(0, 15, (8, 1, 1), generator=torch.Generator().manual_seed(4)), \
+        torch.arange(15)
+    check(_split_softmax_backward, x, m, lab, iota, fused=("reshape", "eq", "exp", "add"))
+    plan = tpg.explain(_split_softmax_backward, x, m, lab, iota, backend="triton")
+    (region,) = plan.regions
+    source = plan.kernels[region.id].source
+    flat = "tl.load(x_ptr + offs," in source
+    assert flat == (layout == "contiguous"), source
+    assert "tl.load(iota_ptr + offs % 15," in source  # a trailing-dims operand: flat mod 15
+
+
+def test_flat_index_is_not_used_through_a_broadcast_or_a_transpose():
+    x, y = _rand(6, 4), _rand(4, 1, seed=1)
+    # (4, 6) output read through a transpose: coordinates, not the output's flat index
+    check(lambda x, y: x.t().reshape(4, 2, 3).reshape(4, 6) * y, x, y, fused=("reshape",))
+    z = _rand(3, 1, 5, seed=2)
+    # a broadcast operand inside a reshape chain: its size-1 dim is read at coordinate 0
+    check(lambda z, w: (z.expand(3, 4, 5).reshape(12, 5) + w.reshape(12, 5)).reshape(3, 20),
+          z, _rand(3, 4, 5, seed=3), fused=("expand", "reshape"))

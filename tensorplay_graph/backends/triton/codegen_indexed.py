@@ -10,7 +10,11 @@ coordinates, or a ``tl.where`` over several operands (``cat``: one per piece, ea
 masked to its piece). Pointwise work feeding a gather is recomputed per piece; no
 intermediate is written. Shapes are baked into the source (the region was planned for
 them); input strides are arguments, and an input walked like the output uses the flat
-offset (coalesced).
+offset (coalesced). Coordinates known to unravel a row-major flat index (the output's
+offset, through ``reshape`` / ``view`` / ``squeeze`` / ``unsqueeze`` and trailing broadcasts)
+keep it, so a row-major input read there uses that index, not a sum of coordinate products:
+a reshape round trip (``(128, 50257) -> (128, 29, 1733) -> (2, 64, 50257)``, as a split
+reduction's backward reads its logits) loads contiguously.
 """
 
 from __future__ import annotations
@@ -27,6 +31,12 @@ from .codegen_reduction import Emitter
 from .kernel_desc import TL_DTYPES, check_ident, compute_dtype
 
 Shape = Tuple[int, ...]
+
+#: Input layout flags (``IndexedPlan.layout_for``): strides equal the output's walk (same
+#: shape), and dense row-major strides (any shape).
+WALK, ROW_MAJOR = 1, 2
+#: View prims whose coordinates unravel the same row-major flat index as their output's.
+FLAT_VIEWS = frozenset({"reshape", "view", "squeeze", "unsqueeze"})
 
 
 def index_map(node: Any) -> Optional[IndexMap]:
@@ -76,14 +86,15 @@ class IndexedKernel:
         self.render((), dry=True)  # fixes the input list
 
     # ------------------------------------------------------------------ emission
-    def render(self, linear: Sequence[bool], dry: bool = False) -> KernelSource:
-        """Source for inputs flagged ``linear`` (strides equal to the output's walk)."""
+    def render(self, linear: Sequence[int], dry: bool = False) -> KernelSource:
+        """Source for inputs with layout flags ``linear`` (``WALK`` / ``ROW_MAJOR`` bits)."""
         self.namer, self.em = self._namer_factory(), Emitter()
         self.memo: Dict[tuple, str] = {}
         self.coord_vars: Dict[str, str] = {}
         self.block_vars = {"offs", "mask"}  # values that vary across the block
         self.arg_of: Dict[Any, str] = {}
         self.linear = tuple(linear)
+        self.flat: Dict[Tuple[tuple, Shape], str] = {}  # (coords, shape) -> row-major flat index
         coords = self._coords()
         out_vars = [self.value(o, coords, "mask") for o in self.outputs]
         if dry:
@@ -103,6 +114,8 @@ class IndexedKernel:
             if not outermost:
                 rest = self._let(f"{rest} // {self.shape[d]}", f"rest{d}")
         self.identity = tuple(coords)
+        if tuple(self.order) == tuple(range(len(self.shape))):
+            self.flat[(self.identity, self.shape)] = "offs"
         return self.identity
 
     def _let(self, expr: str, hint: str) -> str:
@@ -146,9 +159,12 @@ class IndexedKernel:
                                 f"tl.zeros([BLOCK_SIZE], {TL_DTYPES[out_dtype]})", out_dtype,
                                 node.name)
         picks: List[Tuple[Optional[str], str]] = []
+        flat = self.flat.get((coords, tuple(tm.shape)))
         for src in sources:
             operand = args[src.operand] if src.item is None else args[src.operand][src.item]
             inner = tuple(self._let(c, "c") for c in src.coords)
+            if flat is not None and node.meta["prim"].name in FLAT_VIEWS and hasattr(operand, "meta"):
+                self.flat.setdefault((inner, tuple(operand.meta["tensor_meta"].shape)), flat)
             cond = self._let(src.where, "sel") if src.where is not None else None
             sub_mask = mask if cond is None else f"{mask} & {cond}"
             picks.append((cond, self.em.cast(self.value(operand, inner, sub_mask), out_dtype)))
@@ -168,8 +184,23 @@ class IndexedKernel:
                 vshape = tuple(value.meta["tensor_meta"].shape)
                 lead = len(shape) - len(vshape)
                 inner = tuple("0" if n == 1 else coords[lead + i] for i, n in enumerate(vshape))
+                self._suffix_flat(coords, shape, inner, vshape)
                 var_of[value] = self.value(value, inner, mask)
         return self._emit_node(self.em, node, self.namer(node.name), var_of, 1)
+
+    def _suffix_flat(self, coords: tuple, shape: Shape, inner: tuple, vshape: Shape) -> None:
+        """An operand spanning the trailing dims of ``shape`` unbroadcast has, at ``inner``,
+        the flat index of ``coords`` modulo its element count."""
+        flat = self.flat.get((coords, shape))
+        if flat is None or tuple(vshape) != tuple(shape[len(shape) - len(vshape):]):
+            return
+        numel = 1
+        for n in vshape:
+            numel *= n
+        if numel:
+            inner_flat = flat if len(vshape) == len(shape) else \
+                f"{flat if flat.isidentifier() else '(' + flat + ')'} % {numel}"
+            self.flat.setdefault((inner, tuple(vshape)), inner_flat)
 
     def _load(self, node: Any, coords: Tuple[str, ...], mask: str) -> str:
         tm = node.meta["tensor_meta"]
@@ -178,10 +209,12 @@ class IndexedKernel:
                 self.inputs.append(node)
             self.arg_of[node] = self.namer(node.name)
         arg, k = self.arg_of[node], self.inputs.index(node)
-        is_linear = k < len(self.linear) and self.linear[k] and coords == self.identity \
-            and tuple(tm.shape) == self.shape
-        if is_linear:
+        flags = self.linear[k] if k < len(self.linear) else 0
+        flat = self.flat.get((coords, tuple(tm.shape)))
+        if flags & WALK and coords == self.identity and tuple(tm.shape) == self.shape:
             offset = "offs"
+        elif flags & ROW_MAJOR and flat is not None:
+            offset = flat
         else:
             terms = [f"{c} * {arg}_stride{d}" for d, c in enumerate(coords) if c != "0"]
             offset = " + ".join(terms) or "0"

@@ -18,7 +18,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ...frameworks import adapter_for
 from ..base import node_framework
-from .codegen_indexed import IndexedKernel, index_map, out_strides_for
+from ...ir.meta import contiguous_strides
+from .codegen_indexed import ROW_MAJOR, WALK, IndexedKernel, index_map, out_strides_for
 from .launcher import SpecializedLaunch
 from .layout import Layout
 from .plan import OperandError, interpreting, next_pow2, specialization
@@ -72,9 +73,13 @@ class IndexedPlan:
             self.numel *= n
 
     def layout_for(self, in_meta: Sequence[Tuple[Shape, Shape]]) -> tuple:
+        """Per input, ``WALK`` / ``ROW_MAJOR`` flags (``codegen_indexed``) for its strides."""
         k = self.kernel
-        return tuple(tuple(shape) == k.shape and all(a == b for a, b, n in zip(stride, k.walk, shape)
-                                                     if n != 1)
+
+        def same(stride, want, shape):
+            return all(a == b for a, b, n in zip(stride, want, shape) if n != 1)
+        return tuple((WALK if tuple(shape) == k.shape and same(stride, k.walk, shape) else 0)
+                     | (ROW_MAJOR if same(stride, contiguous_strides(tuple(shape)), shape) else 0)
                      for shape, stride in in_meta)
 
     def render(self, linear: tuple):
