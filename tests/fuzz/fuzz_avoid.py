@@ -147,6 +147,37 @@ def tensorplay_eager_would_die(T: Any, code: str, ns: Dict[str, Any]) -> bool:
     return False
 
 
+_INPLACE_MUL = re.compile(r"^\s*(\w+)(?:\.mul_\(\s*(\w+)\s*\)|\s*\*=\s*(\w+))\s*$")
+
+
+def inplace_mul_ignored(T: Any, line: str, ns: Dict[str, Any]) -> bool:
+    """True when TensorPlay eager's ``a.mul_(b)`` / ``a *= b`` (``line``) would not store
+    ``a * b`` (checked on copies before the statement runs).
+
+    TensorPlay 1.0.0's float32 ``mul_`` with a float32 tensor of the same shape leaves
+    ``a`` unchanged on the AVX-512 machine of 2026-12-02 (``[1, 2].mul_([2, 2])`` stays
+    ``[1, 2]``; a broadcast, strided or other-dtype operand and a number are multiplied;
+    seeds 70001130 / 70001292 / 70001445 / 70001490 / 70002556). Whether it does depends on
+    the CPU, so the statement is tried rather than recognised.
+    """
+    match = _INPLACE_MUL.match(line)
+    if match is None:
+        return False
+    a, b = ns.get(match.group(1)), ns.get(match.group(2) or match.group(3))
+    if not isinstance(a, T.Tensor) or not isinstance(b, T.Tensor):
+        return False
+    try:
+        want, got = a * b, a.clone()
+        got.mul_(b)
+    except Exception:  # noqa: BLE001 - eager rejects it: the generator's own check says so
+        return False
+    if tuple(want.shape) != tuple(got.shape) or want.dtype != got.dtype:
+        return False
+    w, g = (np.asarray(t.contiguous().numpy()) if _name(t) != "bfloat16" else
+            np.asarray(t.float().contiguous().numpy()) for t in (want, got))
+    return not bool(((w == g) | (_nan_mask(want) & _nan_mask(got))).all())
+
+
 #: Integers beyond this magnitude are not all representable in float64.
 _EXACT_IN_DOUBLE = 2 ** 53
 

@@ -18,7 +18,7 @@ import random
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from fuzz_avoid import tensorplay_eager_defect, tensorplay_eager_would_die
+from fuzz_avoid import inplace_mul_ignored, tensorplay_eager_defect, tensorplay_eager_would_die
 from fuzz_program import (InputSpec, Program, Stmt, custom_ops, framework_modules, fuzz_module,
                           make_input)
 
@@ -130,8 +130,9 @@ class Generator:
         if pending is not None:
             ns[pending.name] = self.materialize(pending)
         self.pending = None
-        if self.framework == "tensorplay" and tensorplay_eager_would_die(
-                self.T, stmt.line() if stmt.out is None else stmt.code.format(*stmt.args), ns):
+        if self.framework == "tensorplay" and (tensorplay_eager_would_die(
+                self.T, stmt.line() if stmt.out is None else stmt.code.format(*stmt.args), ns)
+                or (stmt.out is None and inplace_mul_ignored(self.T, stmt.line(), ns))):
             return False
         try:
             with warnings.catch_warnings():

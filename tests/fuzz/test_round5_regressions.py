@@ -1,0 +1,52 @@
+"""Regressions from issue 13's round 5 fuzz runs (seeds 700xxxxx, 2026-12-02).
+
+The round ran on a new machine (AVX-512), where TensorPlay 1.0.0's float32 ``mul_`` with a
+float32 tensor of the same shape leaves its target unchanged: programs writing ``v.mul_(w)``
+or ``v *= w`` then "disagreed" with eager although the compiled product was right. The
+generator now tries such a statement on copies and keeps it out when eager would not
+multiply (tests/fuzz/FINDINGS.md, round 5).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+T = pytest.importorskip("tensorplay")
+
+from fuzz_avoid import inplace_mul_ignored  # noqa: E402
+from fuzz_check import check  # noqa: E402
+from fuzz_gen import generate  # noqa: E402
+
+
+def _t(values, dtype=np.float32):
+    return T.from_numpy(np.asarray(values, dtype=dtype))
+
+
+def _multiplies(a, b) -> bool:
+    got = a.clone()
+    got.mul_(b)
+    return bool((np.asarray(got.numpy()) == np.asarray((a * b).numpy())).all())
+
+
+@pytest.mark.parametrize("line", ["a.mul_(b)", "a *= b", "  a.mul_( b )"])
+def test_the_detector_says_what_this_machines_mul_does(line):
+    a, b = _t([1.0, 2.0, -3.0]), _t([2.0, 2.0, 0.5])
+    ns = {"T": T, "a": a, "b": b}
+    assert inplace_mul_ignored(T, line, ns) == (not _multiplies(a, b))
+    assert a.numpy().tolist() == [1.0, 2.0, -3.0]  # tried on a copy
+
+
+def test_the_detector_leaves_other_statements_alone():
+    a, b = _t([1.0, 2.0]), _t([2.0])
+    ns = {"T": T, "a": a, "b": b}
+    assert not inplace_mul_ignored(T, "a.mul_(b)", ns)  # a broadcast operand is multiplied
+    assert not inplace_mul_ignored(T, "a.mul_(2.0)", ns)  # a number: no tensor operand
+    assert not inplace_mul_ignored(T, "a.add_(b)", ns)
+    assert not inplace_mul_ignored(T, "c = a * b", ns)
+
+
+@pytest.mark.parametrize("seed", [70001130, 70001292, 70001445, 70001490, 70002556])
+def test_round5_tensorplay_programs_match_eager(seed):
+    outcome = check(generate(seed, "tensorplay"), "reference")
+    assert outcome.status == "ok", outcome
