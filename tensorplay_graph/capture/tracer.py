@@ -71,6 +71,8 @@ class Tracer:
         #: qualname -> value for every ``get_attr`` node (the GraphModule's root).
         self.attrs: Dict[str, Any] = {}
         self._lifted: Dict[int, Proxy] = {}
+        #: id -> (the lifted tensor, kept alive so its id stays unique; its ``_version`` then)
+        self._lift_sources: Dict[int, Tuple[Any, Any]] = {}
         self._made_inside: Set[str] = set()  # targets of the ``_const<N>`` tensors
         self._framework: Optional[str] = None
         self._const_count = 0
@@ -135,18 +137,32 @@ class Tracer:
         return Proxy(node, self, example)
 
     def lift(self, value: Any) -> Any:
-        """A real tensor as a ``get_attr`` proxy (created once per tensor); other values unchanged."""
+        """A real tensor as a ``get_attr`` proxy; other values unchanged.
+
+        The constant is a private copy of the tensor as it is now: the program runs on and
+        may write the tensor itself in untraced code (``v = arange(8); y = x @ v; v[0] = -3``,
+        round-5 seed 70003392), and the graph must read what this use read. A tensor written
+        since it was lifted is lifted again (its ``_version`` moved)."""
         if isinstance(value, Proxy) or not is_tensor(value):
             return value
-        lifted = self._lifted.get(id(value))
+        lifted = self.lifted(value)
         if lifted is None:
-            lifted = self._get_attr(f"_const{self._const_count}", value)
+            # Nothing can be written into an empty tensor; TensorPlay's undefined `Tensor()`
+            # (conv_transpose1d's absent bias) dies on clone() and on `_version`.
+            empty = value.numel() == 0
+            lifted = self._get_attr(f"_const{self._const_count}",
+                                    value if empty else private_copy(value))
             self._const_count += 1
             self._made_inside.add(lifted.node.target)
+            self._lifted[id(value)] = lifted
+            self._lift_sources[id(value)] = (value, None if empty else _version(value))
         return lifted
 
     def lifted(self, value: Any) -> Optional[Proxy]:
-        """The proxy a tensor was already lifted to in this trace, if any."""
+        """The proxy a tensor was lifted to in this trace, if any and not written since."""
+        source = self._lift_sources.get(id(value))
+        if source is not None and source[1] is not None and _version(value) != source[1]:
+            return None
         return self._lifted.get(id(value))
 
     def attr_proxy(self, qualname: str, value: Any) -> Proxy:
@@ -398,3 +414,8 @@ class Tracer:
                 self.graph.erase_node(node)
             elif node.op == "call_function" and node.target is operator.getitem:
                 self.graph.erase_node(node)
+
+
+def _version(value: Any) -> Any:
+    """A tensor's in-place write counter (torch's and TensorPlay's ``_version``), or None."""
+    return getattr(value, "_version", None)

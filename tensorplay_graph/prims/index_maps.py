@@ -255,8 +255,10 @@ _COPIES = {"reshape": _reshape_copies, "contiguous": _contiguous_copies}
 _VIEW_MAPS = {"contiguous": _identity, "permute": _permute, "transpose": _transpose,
               "unsqueeze": _unsqueeze, "squeeze": _squeeze, "expand": _expand,
               "reshape": _reshape, "view": _reshape, "getitem": _getitem}
+_KEEPS_FLAT = {"contiguous", "unsqueeze", "squeeze", "reshape", "view"}
 for _name, _rule in _VIEW_MAPS.items():
-    _REGISTRY[_name].lowerings["triton"] = IndexMap(_rule, copies=_COPIES.get(_name))
+    _REGISTRY[_name].lowerings["triton"] = IndexMap(_rule, copies=_COPIES.get(_name),
+                                                    keeps_flat=_name in _KEEPS_FLAT)
 
 
 def _cat_vjp(e, g, out, tensors, dim=0):

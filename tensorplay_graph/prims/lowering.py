@@ -134,8 +134,11 @@ class IndexMap:
     condition holds gives the element, the last one needs no condition. A backend generates
     the loads and the selection; it never sees the prim's name. ``copies(out, **prim_args)``
     says, for a view prim, when eager returns a fresh tensor rather than an alias (``reshape``
-    of a permuted tensor); unset: always an alias.
+    of a permuted tensor); unset: always an alias. ``keeps_flat``: the operand's coordinates
+    unravel the output's row-major flat index over the operand's shape (``reshape``,
+    ``squeeze``), so a backend may read a row-major operand at that index.
     """
 
     rule: Callable[..., Any]
     copies: Optional[Callable[..., bool]] = None
+    keeps_flat: bool = False

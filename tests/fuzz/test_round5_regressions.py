@@ -4,13 +4,17 @@ The round ran on a new machine (AVX-512), where TensorPlay 1.0.0's float32 ``mul
 float32 tensor of the same shape leaves its target unchanged: programs writing ``v.mul_(w)``
 or ``v *= w`` then "disagreed" with eager although the compiled product was right. The
 generator now tries such a statement on copies and keeps it out when eager would not
-multiply (tests/fuzz/FINDINGS.md, round 5).
+multiply (tests/fuzz/FINDINGS.md, round 5). Seed 70003392 (torch): a tensor the program
+made, read by a traced op and then written in untraced code, was a graph constant that the
+write reached.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+
+import tensorplay_graph as tpg
 
 T = pytest.importorskip("tensorplay")
 
@@ -50,3 +54,24 @@ def test_the_detector_leaves_other_statements_alone():
 def test_round5_tensorplay_programs_match_eager(seed):
     outcome = check(generate(seed, "tensorplay"), "reference")
     assert outcome.status == "ok", outcome
+
+
+def _made_then_written(M):
+    def program(x):
+        v = M.arange(8, dtype=M.float32)
+        y = x @ v           # traced: v becomes a graph constant
+        v[0] = -3.0         # untraced: only v itself changes
+        return y, x * v     # the second use reads the written v
+    return program
+
+
+@pytest.mark.parametrize("backend", ["reference", "interpreter", "auto"])
+@pytest.mark.parametrize("framework", ["torch", "tensorplay"])
+def test_a_made_tensor_written_after_a_traced_read_keeps_each_reads_value(framework, backend):
+    M = pytest.importorskip(framework)
+    x = M.from_numpy(np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32))
+    program = _made_then_written(M)
+    want = program(x)
+    got = tpg.compile(program, backend=backend)(x)
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(np.asarray(g.numpy()), np.asarray(w.numpy()), rtol=1e-6)

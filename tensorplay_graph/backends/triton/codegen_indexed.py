@@ -11,7 +11,7 @@ masked to its piece). Pointwise work feeding a gather is recomputed per piece; n
 intermediate is written. Shapes are baked into the source (the region was planned for
 them); input strides are arguments, and an input walked like the output uses the flat
 offset (coalesced). Coordinates known to unravel a row-major flat index (the output's
-offset, through ``reshape`` / ``view`` / ``squeeze`` / ``unsqueeze`` and trailing broadcasts)
+offset, through views whose ``IndexMap.keeps_flat`` and through trailing broadcasts)
 keep it, so a row-major input read there uses that index, not a sum of coordinate products:
 a reshape round trip (``(128, 50257) -> (128, 29, 1733) -> (2, 64, 50257)``, as a split
 reduction's backward reads its logits) loads contiguously.
@@ -35,8 +35,6 @@ Shape = Tuple[int, ...]
 #: Input layout flags (``IndexedPlan.layout_for``): strides equal the output's walk (same
 #: shape), and dense row-major strides (any shape).
 WALK, ROW_MAJOR = 1, 2
-#: View prims whose coordinates unravel the same row-major flat index as their output's.
-FLAT_VIEWS = frozenset({"reshape", "view", "squeeze", "unsqueeze"})
 
 
 def index_map(node: Any) -> Optional[IndexMap]:
@@ -163,7 +161,7 @@ class IndexedKernel:
         for src in sources:
             operand = args[src.operand] if src.item is None else args[src.operand][src.item]
             inner = tuple(self._let(c, "c") for c in src.coords)
-            if flat is not None and node.meta["prim"].name in FLAT_VIEWS and hasattr(operand, "meta"):
+            if flat is not None and rule.keeps_flat and hasattr(operand, "meta"):
                 self.flat.setdefault((inner, tuple(operand.meta["tensor_meta"].shape)), flat)
             cond = self._let(src.where, "sel") if src.where is not None else None
             sub_mask = mask if cond is None else f"{mask} & {cond}"
