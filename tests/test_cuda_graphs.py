@@ -156,6 +156,22 @@ def test_runner_replays_and_reads_static_inputs_in_place():
     assert torch.equal(run(x, w)[0], program(x, w)[0])
 
 
+def test_a_fresh_tensor_where_a_freed_one_was_is_copied_in_not_read_in_place():
+    # Autograd's incoming gradient is a new tensor each step, often at the freed one's
+    # address: same address, other storage. Deciding by address alone read it in place and
+    # recaptured whenever the allocator moved it (a test saw 2 or 3 captures by heap state).
+    import numpy as np
+    memory, w, run = np.zeros((4, 8), np.float32), torch.randn(8), new_runner()
+    for i in range(5):
+        memory[:] = np.random.default_rng(i).standard_normal((4, 8))
+        x = torch.from_numpy(memory)  # a new tensor and storage on the same memory
+        got = run(x, w)
+        assert torch.equal(got[0], program(x, w)[0])
+        del got
+    assert run.captures == 1 and run.state == "graph"
+    assert [s for s, _ in run._private] == [0] and [s for s, _ in run._static] == [1]
+
+
 def test_dropped_outputs_are_returned_without_copy():
     w, run = torch.randn(8), new_runner()
     ptrs = [run(torch.randn(4, 8), w)[0].data_ptr() for _ in range(6)]  # each dropped at once

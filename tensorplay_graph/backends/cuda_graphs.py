@@ -10,7 +10,9 @@ the default -- no random op and no custom op running arbitrary host code.
 
 :class:`CudaGraphRunner` then runs the program: call 1 as is (kernels compile, lazy state
 settles), call 2 captures it and replays, later calls replay. Inputs whose storage is the same
-on calls 1 and 2 (parameters, a reused buffer) are read in place; when some moved, call 2 is
+on calls 1 and 2 (parameters, a reused buffer) are read in place -- the same storage object, not
+only the same address: a fresh tensor the allocator put where a freed one was (autograd's
+incoming gradient) moves on a later call, and is copied in from the start; when some moved, call 2 is
 one more warm-up and call 3 captures (a backward's inputs are the forward graph's buffers only
 from the forward's capture on); inputs that moved again are copied into
 private buffers before each replay; call-time caches the program reads (a channels_last conv
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..frameworks import adapter_for
@@ -161,7 +164,7 @@ class CudaGraphRunner:
         self.captures = 0
         self.replays = 0
         self.state = "warm-up"
-        self._warm_ptrs: Optional[List[Optional[int]]] = None
+        self._warm: Optional[List[Optional[Tuple[int, Any]]]] = None  # (address, storage ref)
         self._graph: Any = None
         self._static: List[Tuple[int, int]] = []        # (slot, pointer) read in place
         self._private: List[Tuple[int, Any]] = []       # (slot, private buffer) copied in
@@ -227,11 +230,11 @@ class CudaGraphRunner:
 
     # -- steps ---------------------------------------------------------------------------
     def _moved(self, args: tuple) -> bool:
-        return any(self.ops.is_tensor(a) and a.data_ptr() != ptr
-                   for a, ptr in zip(args, self._warm_ptrs or ()))
+        return any(self.ops.is_tensor(a) and not _stayed(a, where)
+                   for a, where in zip(args, self._warm or ()))
 
     def _first(self, args: tuple) -> Any:
-        self._warm_ptrs = [a.data_ptr() if self.ops.is_tensor(a) else None for a in args]
+        self._warm = [_where(a) if self.ops.is_tensor(a) else None for a in args]
         self.state = "capture next"
         return self.ops.warm_up(self.fn, args)
 
@@ -240,7 +243,7 @@ class CudaGraphRunner:
         for slot, value in enumerate(args):
             if not self.ops.is_tensor(value):
                 continue
-            if self._warm_ptrs[slot] == value.data_ptr() and slot not in moved:
+            if _stayed(value, self._warm[slot]) and slot not in moved:
                 static.append((slot, value.data_ptr()))
             else:
                 buffer = private_copy(value)
@@ -333,6 +336,17 @@ class CudaGraphRunner:
         # an output returned twice is one tensor twice, as in eager
         leaves = [leaves[j] for j in self._same]
         return _rebuild(self._spec, iter(leaves))
+
+
+def _where(tensor: Any) -> Tuple[int, Any]:
+    """Where ``tensor``'s data lives: its address and (weakly) its storage object."""
+    return tensor.data_ptr(), weakref.ref(tensor.untyped_storage())
+
+
+def _stayed(tensor: Any, where: Optional[Tuple[int, Any]]) -> bool:
+    """Whether ``tensor`` reads the same storage, at the same address, as at ``where``."""
+    return where is not None and where[0] == tensor.data_ptr() and \
+        where[1]() is tensor.untyped_storage()
 
 
 def cuda_graph_program(fn: Callable[..., Any], example_inputs: Sequence[Any]) -> Callable[..., Any]:

@@ -19,7 +19,7 @@ import gc
 import inspect
 import operator
 from contextlib import ExitStack
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import GraphCaptureError
 from ..frameworks import adapter_for, framework_of, is_tensor, loaded, private_copy
@@ -28,6 +28,7 @@ from ..ir.lint import lint_enabled
 from .context import ACTIVE_TRACER, check_no_escape, raise_location, user_location
 from .examples import PLAIN as _PLAIN, examples as _examples, set_tensor_meta as _set_tensor_meta
 from .hooks import hooks_for
+from .lifting import Lifted
 from .naming import attribute_qualname, placeholder_name, positional_names
 from .proxy import MISSING, Proxy, made_tensor_write
 from .printing import recording_print
@@ -70,12 +71,8 @@ class Tracer:
         self.sample_inputs: Dict[str, Any] = {}
         #: qualname -> value for every ``get_attr`` node (the GraphModule's root).
         self.attrs: Dict[str, Any] = {}
-        self._lifted: Dict[int, Proxy] = {}
-        #: id -> (the lifted tensor, kept alive so its id stays unique; its ``_version`` then)
-        self._lift_sources: Dict[int, Tuple[Any, Any]] = {}
-        self._made_inside: Set[str] = set()  # targets of the ``_const<N>`` tensors
+        self._lifted = Lifted()
         self._framework: Optional[str] = None
-        self._const_count = 0
         #: > 0 while an example value is computed: random calls then are real draws, not nodes.
         self.computing_example = 0
         #: Examples are private copies of the inputs, parameters and buffers (see ``trace``).
@@ -102,7 +99,7 @@ class Tracer:
         node = self.graph.create_node(kind, target, self._to_node_args(args),
                                       self._to_node_args(kwargs) if kwargs else None)
         first = node.args[0] if node.args else None
-        if getattr(first, "target", None) in self._made_inside and is_inplace(node):
+        if getattr(first, "target", None) in self._lifted.made_inside and is_inplace(node):
             # Later native uses of that tensor would read its capture-time value as a constant.
             raise made_tensor_write(node.name, user_location())
         if not self.private_examples and self._writes_in_place(node, kind, target, args, kwargs):
@@ -137,33 +134,19 @@ class Tracer:
         return Proxy(node, self, example)
 
     def lift(self, value: Any) -> Any:
-        """A real tensor as a ``get_attr`` proxy; other values unchanged.
-
-        The constant is a private copy of the tensor as it is now: the program runs on and
-        may write the tensor itself in untraced code (``v = arange(8); y = x @ v; v[0] = -3``,
-        round-5 seed 70003392), and the graph must read what this use read. A tensor written
-        since it was lifted is lifted again (its ``_version`` moved)."""
+        """A real tensor as a ``get_attr`` proxy of a copy of its value now (``lifting``);
+        other values unchanged."""
         if isinstance(value, Proxy) or not is_tensor(value):
             return value
-        lifted = self.lifted(value)
+        lifted = self._lifted.find(value)
         if lifted is None:
-            # Nothing can be written into an empty tensor; TensorPlay's undefined `Tensor()`
-            # (conv_transpose1d's absent bias) dies on clone() and on `_version`.
-            empty = value.numel() == 0
-            lifted = self._get_attr(f"_const{self._const_count}",
-                                    value if empty else private_copy(value))
-            self._const_count += 1
-            self._made_inside.add(lifted.node.target)
-            self._lifted[id(value)] = lifted
-            self._lift_sources[id(value)] = (value, None if empty else _version(value))
+            lifted = self._get_attr(f"_const{self._lifted.count}", self._lifted.snapshot(value))
+            self._lifted.add_constant(value, lifted)
         return lifted
 
     def lifted(self, value: Any) -> Optional[Proxy]:
         """The proxy a tensor was lifted to in this trace, if any and not written since."""
-        source = self._lift_sources.get(id(value))
-        if source is not None and source[1] is not None and _version(value) != source[1]:
-            return None
-        return self._lifted.get(id(value))
+        return self._lifted.find(value)
 
     def attr_proxy(self, qualname: str, value: Any) -> Proxy:
         """A new ``get_attr`` proxy reading ``value`` (``qualname`` made unique)."""
@@ -192,7 +175,7 @@ class Tracer:
         _set_tensor_meta(node, value)
         self.attrs[qualname] = value
         proxy = Proxy(node, self, self._example_of(value))
-        self._lifted[id(value)] = proxy
+        self._lifted.register(value, proxy)
         self._note_framework(value)
         return proxy
 
@@ -414,8 +397,3 @@ class Tracer:
                 self.graph.erase_node(node)
             elif node.op == "call_function" and node.target is operator.getitem:
                 self.graph.erase_node(node)
-
-
-def _version(value: Any) -> Any:
-    """A tensor's in-place write counter (torch's and TensorPlay's ``_version``), or None."""
-    return getattr(value, "_version", None)

@@ -1,0 +1,56 @@
+"""Which real tensors a trace reads through ``get_attr`` nodes, and whether a read is stale.
+
+A tensor the program makes (``arange``, a mask) and passes to a traced op becomes a graph
+constant ``_const<N>`` holding a private copy of its value at that use: the program runs on
+the tensor itself and may write it in untraced code (``v = arange(8); y = x @ v; v[0] = -3``,
+round-5 seed 70003392), and the graph must read what that use read. A tensor written since
+(its ``_version`` moved) is lifted again. Parameters, buffers and globals read by qualname
+are registered here too, so one tensor is one node (tied weights share it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Set, Tuple
+
+from ..frameworks import private_copy
+
+
+class Lifted:
+    """``id(tensor) -> proxy`` for one trace, with the version each constant was copied at."""
+
+    def __init__(self) -> None:
+        self._proxies: Dict[int, Any] = {}
+        #: id -> (the tensor, kept alive so its id stays unique; its ``_version`` when copied)
+        self._sources: Dict[int, Tuple[Any, Any]] = {}
+        self.made_inside: Set[str] = set()  # targets of the ``_const<N>`` nodes
+        self.count = 0
+
+    def find(self, value: Any) -> Optional[Any]:
+        """The proxy ``value`` was lifted to, if any and not written since."""
+        source = self._sources.get(id(value))
+        if source is not None and source[1] is not None and _version(value) != source[1]:
+            return None
+        return self._proxies.get(id(value))
+
+    def register(self, value: Any, proxy: Any) -> None:
+        """``value`` is read through ``proxy`` (a ``get_attr`` of it or of its copy)."""
+        self._proxies[id(value)] = proxy
+
+    def snapshot(self, value: Any) -> Any:
+        """What a new ``_const<N>`` of ``value`` holds: a private copy of it now. Nothing can
+        be written into an empty tensor (and TensorPlay's undefined ``Tensor()``, the absent
+        bias of ``conv_transpose1d``, dies on ``clone()`` and on ``_version``)."""
+        empty = value.numel() == 0
+        self._sources[id(value)] = (value, None if empty else _version(value))
+        return value if empty else private_copy(value)
+
+    def add_constant(self, value: Any, proxy: Any) -> None:
+        """``proxy`` reads the snapshot of ``value`` taken for it."""
+        self.count += 1
+        self.made_inside.add(proxy.node.target)
+        self.register(value, proxy)
+
+
+def _version(value: Any) -> Any:
+    """A tensor's in-place write counter (torch's and TensorPlay's ``_version``), or None."""
+    return getattr(value, "_version", None)
