@@ -167,6 +167,7 @@ def inplace_mul_ignored(T: Any, line: str, ns: Dict[str, Any]) -> bool:
     if not isinstance(a, T.Tensor) or not isinstance(b, T.Tensor):
         return False
     try:
+        a, b = a.detach(), b.detach()
         want, got = a * b, a.clone()
         got.mul_(b)
     except Exception:  # noqa: BLE001 - eager rejects it: the generator's own check says so
