@@ -196,3 +196,24 @@ def test_cat_gradient_equals_eager():
     assert "cat" in built[-1].explain()
     for got, want in zip(ours, eager):
         torch.testing.assert_close(got.grad, want.grad)
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorplay"])
+def test_clamp_gradient_trains_compiled_with_eagers_nan_rule(framework):
+    """TensorPlay's clamp passes the gradient where the input is NaN (``not (a < min)``), which
+    the rule spells with ``logical_not``: it had no spelling, so TensorPlay's clamp trained
+    through eager autograd (grad fuzz: "the emitter has no spelling for prim 'logical_not'")."""
+    import tensorplay_graph as tpg
+    from tensorplay_graph.training import compiled_programs
+    M = pytest.importorskip(framework)
+
+    def f(x):
+        return (x.log().clamp(min=-0.5, max=1.0) * 3.0).sum()
+
+    values = np.array([0.1, 0.5, 1.0, 2.0, 4.0, -1.0, 0.0, np.nan], np.float32)
+    eager, ours = (M.from_numpy(values.copy()).requires_grad_() for _ in range(2))
+    f(eager).backward()
+    tpg.compile(f, backend="reference")(ours).backward()
+    built = compiled_programs()[-1:]
+    assert built and built[-1].eager_reason is None, built[-1].explain() if built else "none"
+    np.testing.assert_array_equal(np.asarray(ours.grad.numpy()), np.asarray(eager.grad.numpy()))

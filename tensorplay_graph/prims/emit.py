@@ -41,7 +41,7 @@ OPAQUE = _Opaque()
 # Prims emitted as Tensor methods with their operands in canonical order.
 _METHODS = {"neg", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh",
             "sigmoid", "relu", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt",
-            "le", "gt", "ge", "matmul", "bmm", "logical_and"}
+            "le", "gt", "ge", "matmul", "bmm", "logical_and", "logical_not"}
 
 _OPERATORS = {"mul": operator.mul, "div": operator.truediv, "pow": operator.pow}
 
