@@ -53,7 +53,9 @@ CASES = {
     "layer_norm": [{"a": T(2, 3, 4), "normalized_shape": (4,), "weight": T(4), "bias": T(4)},
                    {"a": T(3, 4), "normalized_shape": (3, 4)}],
     "rms_norm": [{"a": T(2, 3, 4), "normalized_shape": (4,), "weight": T(4), "eps": 1e-6}],
-    "matmul": [{"a": T(2, 3, 4), "b": T(4, 5)}, {"a": T(2, 3, 4), "b": T(2, 4, 2)}],
+    "matmul": [{"a": T(2, 3, 4), "b": T(4, 5)}, {"a": T(2, 3, 4), "b": T(2, 4, 2)},
+               {"a": T(4), "b": T(4)}, {"a": T(4), "b": T(4, 5)}, {"a": T(4), "b": T(2, 4, 3)},
+               {"a": T(3, 4), "b": T(4)}, {"a": T(2, 3, 4), "b": T(4)}],
     "bmm": [{"a": T(2, 3, 4), "b": T(2, 4, 2)}],
     "linear": [{"a": T(2, 3, 4), "weight": T(5, 4), "bias": T(5)}, {"a": T(3, 4),
                                                                     "weight": T(2, 4)}],
@@ -217,3 +219,28 @@ def test_clamp_gradient_trains_compiled_with_eagers_nan_rule(framework):
     built = compiled_programs()[-1:]
     assert built and built[-1].eager_reason is None, built[-1].explain() if built else "none"
     np.testing.assert_array_equal(np.asarray(ours.grad.numpy()), np.asarray(eager.grad.numpy()))
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorplay"])
+def test_matmul_with_vectors_trains_compiled(framework):
+    """``matmul`` with a 1-D operand (a vector on either side, or both) has a rule; it trained
+    through eager autograd before ("matmul with a 1-D operand", the grad fuzz's most common
+    reason)."""
+    import tensorplay_graph as tpg
+    from tensorplay_graph.training import compiled_programs
+    M = pytest.importorskip(framework)
+
+    def f(x, v, w):
+        return ((x @ v).tanh() @ w + (v @ x.transpose(0, 1)) @ w + v @ v).sum()
+
+    rng = np.random.default_rng(0)
+    values = [rng.standard_normal(s).astype(np.float32) for s in ((3, 4), (4,), (3,))]
+    eager = [M.from_numpy(v.copy()).requires_grad_() for v in values]
+    ours = [M.from_numpy(v.copy()).requires_grad_() for v in values]
+    f(*eager).backward()
+    tpg.compile(f, backend="reference")(*ours).backward()
+    built = compiled_programs()[-1:]
+    assert built and built[-1].eager_reason is None, built[-1].explain() if built else "none"
+    for got, want in zip(ours, eager):
+        np.testing.assert_allclose(np.asarray(got.grad.numpy()), np.asarray(want.grad.numpy()),
+                                   rtol=1e-5, atol=1e-5)

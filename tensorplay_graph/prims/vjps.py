@@ -321,8 +321,14 @@ def _weight_grad(e, left, right):
 @rule("matmul")
 def _matmul(e, g, out, a, b):
     na, nb = len(e.shape(a)), len(e.shape(b))
-    if na < 2 or nb < 2:
-        raise NotDifferentiable("matmul with a 1-D operand")
+    if na == 1 and nb == 1:  # a dot product: g is 0-d
+        return {"a": e.mul(b, g), "b": e.mul(a, g)}
+    if na == 1:  # (k,) @ (..., k, n): a row vector; the gradient's batch dims are summed away
+        a2, g2 = e.unsqueeze(a, 0), e.unsqueeze(g, -2)
+        return {"a": e.squeeze(e.matmul(g2, _mT(e, b)), -2), "b": e.matmul(_mT(e, a2), g2)}
+    if nb == 1:  # (..., m, k) @ (k,): a column vector
+        b2, g2 = e.unsqueeze(b, -1), e.unsqueeze(g, -1)
+        return {"a": e.matmul(g2, _mT(e, b2)), "b": e.squeeze(e.matmul(_mT(e, a), g2), -1)}
     ga = e.matmul(g, _mT(e, b))
     gb = _weight_grad(e, a, g) if nb == 2 else e.matmul(_mT(e, a), g)
     return {"a": ga, "b": gb}
