@@ -97,3 +97,12 @@ def test_a_real_gradient_error_is_not_called_ill_conditioned():
     wrong = {n: (None if g is None else g + 0.5) for n, g in want.grads.items()}
     got = dataclasses.replace(want, grads=wrong)
     assert _grads_ill_conditioned(h, want, got, Levels(replay_grad(program), program)) is None
+
+
+def test_training_programs_keep_nan_to_num_finite():
+    # Seed 71000639: nan_to_num(inf) = 3.4e38 into layer_norm: eager's statistics overflow to
+    # NaN by its moment algorithm (FINDINGS E10); the generator bounds the replacement.
+    program = generate_grad(71000639, "torch")
+    assert any("nan_to_num" in s.code for s in program.stmts)
+    assert all("posinf=1e4" in s.code for s in program.stmts if "nan_to_num" in s.code)
+    assert check_grad(program, entry_for(71000639)).status == "ok"
