@@ -1,16 +1,18 @@
 """Which real tensors a trace reads through ``get_attr`` nodes, and whether a read is stale.
 
 A tensor the program makes (``arange``, a mask) and passes to a traced op becomes a graph
-constant ``_const<N>`` holding a private copy of its value at that use: the program runs on
-the tensor itself and may write it in untraced code (``v = arange(8); y = x @ v; v[0] = -3``,
-round-5 seed 70003392), and the graph must read what that use read. A tensor written since
-(its ``_version`` moved) is lifted again. Parameters, buffers and globals read by qualname
-are registered here too, so one tensor is one node (tied weights share it).
+constant ``_const<N>``. The program runs on the tensor itself and may write it in untraced
+code (``v = arange(8); y = x @ v; v[0] = -3``, round-5 seed 70003392), and the graph must
+read what that use read: the constant is copied when lifted, and a tensor written since (its
+``_version`` moved) is lifted again. When the trace ends, a constant whose tensor was not
+written holds the tensor itself again (as before: no copy kept). Parameters, buffers and
+globals read by qualname are registered here too, so one tensor is one node (tied weights
+share it).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..frameworks import private_copy
 
@@ -24,6 +26,7 @@ class Lifted:
         self._sources: Dict[int, Tuple[Any, Any]] = {}
         self.made_inside: Set[str] = set()  # targets of the ``_const<N>`` nodes
         self.count = 0
+        self._constants: List[Tuple[str, Any, Any]] = []  # (target, tensor, its version)
 
     def find(self, value: Any) -> Optional[Any]:
         """The proxy ``value`` was lifted to, if any and not written since."""
@@ -49,6 +52,14 @@ class Lifted:
         self.count += 1
         self.made_inside.add(proxy.node.target)
         self.register(value, proxy)
+        self._constants.append((proxy.node.target, value, self._sources[id(value)][1]))
+
+    def keep_unwritten(self, attrs: Dict[str, Any]) -> None:
+        """At the end of the trace: each constant whose tensor was not written since it was
+        lifted reads the tensor itself, not the copy."""
+        for target, value, version in self._constants:
+            if target in attrs and version is not None and _version(value) == version:
+                attrs[target] = value
 
 
 def _version(value: Any) -> Any:

@@ -340,6 +340,7 @@ class Tracer:
             ACTIVE_TRACER.reset(token)
             self._random_mode = None
         check_no_escape(function, root, result)
+        self._lifted.keep_unwritten(self.attrs)
         self._erase_unused_attrs()
         if lint_enabled():
             self.graph.lint()

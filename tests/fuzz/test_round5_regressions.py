@@ -83,3 +83,24 @@ def test_a_made_tensor_written_after_a_traced_read_keeps_each_reads_value(framew
     got = tpg.compile(program, backend=backend)(x)
     for w, g in zip(want, got):
         np.testing.assert_allclose(np.asarray(g.numpy()), np.asarray(w.numpy()), rtol=1e-6)
+
+
+class _Holder:
+    pass
+
+
+def test_a_tensor_not_written_during_capture_is_read_live_not_copied():
+    # The copy taken when a tensor is lifted is kept only if the trace wrote the tensor:
+    # a tensor on a plain object, scaled in place between calls, is read as it is now.
+    torch = pytest.importorskip("torch")
+    holder = _Holder()
+    holder.scale = torch.ones(3)
+
+    def program(x):
+        return x * holder.scale
+
+    compiled = tpg.compile(program, backend="reference")
+    x = torch.ones(3)
+    assert torch.equal(compiled(x), program(x))
+    holder.scale.mul_(2)
+    assert torch.equal(compiled(x), program(x))
