@@ -116,9 +116,55 @@ def view_read_after_base_write(m):
     return program
 
 
+def flatten_merging_nothing_then_write(m):
+    def program(x):
+        h = x * 2
+        f = h.flatten(1, 1)  # no dims merge: h itself in eager
+        f.add_(1)
+        g = h.reshape(-1).flatten()  # 1-D: itself
+        g.mul_(2)
+        return h + 0, f, g
+    return program
+
+
 FLOAT_CASES = [cse_then_mutate, cse_then_mutate_view, cast_input_then_write,
                to_same_then_write_base, type_as_then_write, contiguous_of_intermediate,
-               cast_of_intermediate, view_read_after_base_write]
+               cast_of_intermediate, view_read_after_base_write,
+               flatten_merging_nothing_then_write]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fw", list(FRAMEWORKS))
+def test_flatten_merging_nothing_returns_its_input_itself(fw, backend):
+    # grad seed 71001381: a 1-D parameter's flatten() is the Parameter itself in eager
+    m = FRAMEWORKS[fw]
+    x, y = m.arange(6, dtype=m.float32), m.arange(6, dtype=m.float32).reshape(2, 3)
+    compiled = tpg.compile(lambda x, y: (x.flatten(), y.flatten(-1, -1), y.flatten()),
+                           backend=backend)
+    got = compiled(x, y)
+    assert got[0] is x and got[1] is y and got[2] is not y
+
+
+def test_a_parameter_flattened_to_itself_is_returned_itself_in_training():
+    # grad seed 71001381: the joint graph made `w.flatten()` of a 1-D parameter a new tensor,
+    # where torch returns the Parameter itself. (TensorPlay 1.0.0 returns a new TensorBase on
+    # the parameter's memory for flatten / float / contiguous of a Parameter; compiled code
+    # returns the Parameter, as for its no-op casts: FINDINGS.md.)
+    m = torch
+
+    class Net(m.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = m.nn.Parameter(m.arange(4, dtype=m.float32))
+
+        def forward(self, x):
+            return self.w.flatten(), (self.w * x).sum()
+
+    net, x = Net(), m.ones(4)
+    flat, loss = tpg.compile(net, backend="reference")(x)
+    loss.backward()
+    assert flat is net.w
+    np.testing.assert_array_equal(as_numpy(net.w.grad), np.ones(4, np.float32))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

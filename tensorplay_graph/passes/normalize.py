@@ -36,9 +36,9 @@ def _graph_of(gm: Any) -> Any:
 
 
 def _noop_alias_source(node: Any) -> Any:
-    """The input a cast / contiguous node returns unchanged in eager, else None."""
+    """The input a cast / contiguous / flatten node returns unchanged in eager, else None."""
     prim = node.meta.get("prim")
-    if prim is None or prim.name not in ("cast", "contiguous"):
+    if prim is None or prim.name not in ("cast", "contiguous", "flatten"):
         return None
     if node.kwargs.get("copy") is True or node.kwargs.get("memory_format") is not None:
         return None
@@ -49,7 +49,14 @@ def _noop_alias_source(node: Any) -> Any:
         return None
     if prim.name == "cast":
         return source if args.get("dtype") == meta.dtype else None
+    if prim.name == "flatten":  # both frameworks return self when no dims merge (1-D: always)
+        return source if meta.ndim and _wrap(args.get("start_dim", 0), meta.ndim) == \
+            _wrap(args.get("end_dim", -1), meta.ndim) else None
     return source if meta.is_contiguous else None
+
+
+def _wrap(dim: Any, ndim: int) -> Any:
+    return dim % ndim if isinstance(dim, int) else dim
 
 
 def normalize(gm: Any) -> Any:
