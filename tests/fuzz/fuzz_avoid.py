@@ -16,6 +16,7 @@ import numpy as np
 def tensorplay_eager_defect(T: Any, code: str, ns: Dict[str, Any], value: Any) -> bool:
     """True when TensorPlay eager's ``value`` of ``code`` is one of the defects below."""
     return (mislabelled_contiguous(value) or loses_nan_to_bfloat16(T, code, ns, value)
+            or equal_inputs_unequal_outputs(T, code, ns, value)
             or softmax_misreads_unit_dim(T, code, ns, value)
             or silu_nan_past_exp_range(T, code, ns, value)
             or int64_extremum_through_double(T, code, ns, value)
@@ -145,6 +146,42 @@ def tensorplay_eager_would_die(T: Any, code: str, ns: Dict[str, Any]) -> bool:
             if bool((np.asarray(value.contiguous().numpy()) == low).any()):
                 return True
     return False
+
+
+#: Elementwise one-tensor calls whose TensorPlay kernels have separate vector and scalar paths.
+_UNARY_CALL = re.compile(r"^(?:(?:T|F)\.(\w+)\((\w+)\)|(\w+)\.(\w+)\(\))$")
+_TRANSCENDENTAL = {"gelu", "silu", "tanh", "sigmoid", "exp", "expm1", "log", "log1p", "sin", "cos",
+                   "tan", "sqrt", "rsqrt", "reciprocal", "erf", "mish", "softplus", "elu", "selu",
+                   "sinh", "cosh", "atan", "asin", "acos", "log2", "exp2", "hardswish"}
+
+
+def equal_inputs_unequal_outputs(T: Any, code: str, ns: Dict[str, Any], value: Any) -> bool:
+    """True when an elementwise TensorPlay call gave two equal input elements different results.
+
+    TensorPlay 1.0.0's float32 ``gelu`` on the AVX-512 machine of 2026-12-02 rounds in its
+    16-wide vector lanes and its scalar tail differently: ``gelu(-1.5)`` is -0.10021083 in
+    lanes and -0.10021082 in the tail, so a constant tensor's gelu is not constant and an
+    ``argmax`` over it picks a tail element (seed 70014006; compiled code rounds every element
+    alike). Only ties made from equal inputs are caught: random inputs rarely repeat.
+    """
+    match = _UNARY_CALL.match(code)
+    if match is None:
+        return False
+    name, arg = (match.group(1), match.group(2)) if match.group(1) else (match.group(4), match.group(3))
+    t = ns.get(arg)
+    if name not in _TRANSCENDENTAL or not isinstance(t, T.Tensor) or \
+            tuple(t.shape) != tuple(value.shape) or t.numel() < 2:
+        return False
+    try:
+        a = np.asarray(t.detach().float().contiguous().numpy()).ravel()
+        b = np.asarray(value.detach().float().contiguous().numpy()).ravel()
+    except Exception:  # noqa: BLE001 - not a float tensor: nothing to compare
+        return False
+    order = np.argsort(a, kind="stable")
+    a, b = a[order], b[order]
+    same_in = a[1:] == a[:-1]
+    differ = (b[1:] != b[:-1]) & ~(np.isnan(b[1:]) & np.isnan(b[:-1]))
+    return bool((same_in & differ).any())
 
 
 _INPLACE_MUL = re.compile(r"^\s*(\w+)(?:\.mul_\(\s*(\w+)\s*\)|\s*\*=\s*(\w+))\s*$")
