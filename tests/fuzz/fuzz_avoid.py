@@ -48,8 +48,8 @@ def loses_nan_to_bfloat16(T: Any, code: str, ns: Dict[str, Any], value: Any) -> 
         return False
     if not isinstance(ref, T.Tensor) or tuple(ref.shape) != tuple(value.shape):
         return False
-    want = np.isnan(np.asarray(ref.float().contiguous().numpy()))
-    got = np.isnan(np.asarray(value.float().contiguous().numpy()))
+    want = np.isnan(np.asarray(ref.detach().float().contiguous().numpy()))
+    got = np.isnan(np.asarray(value.detach().float().contiguous().numpy()))
     return bool((want & ~got).any())
 
 
@@ -72,7 +72,7 @@ def mislabelled_contiguous(value: Any) -> bool:
 
 
 def _nan_mask(t: Any) -> Any:
-    return np.isnan(np.asarray(t.float().contiguous().numpy()))
+    return np.isnan(np.asarray(t.detach().float().contiguous().numpy()))
 
 
 def _named_tensors(T: Any, code: str, ns: Dict[str, Any]) -> Dict[str, Any]:
@@ -143,7 +143,7 @@ def tensorplay_eager_would_die(T: Any, code: str, ns: Dict[str, Any]) -> bool:
         name = _name(value)
         if name in ("int8", "int16", "int32", "int64") and value.numel():
             low = np.iinfo(name).min
-            if bool((np.asarray(value.contiguous().numpy()) == low).any()):
+            if bool((np.asarray(value.detach().contiguous().numpy()) == low).any()):
                 return True
     return False
 
@@ -211,8 +211,8 @@ def inplace_mul_ignored(T: Any, line: str, ns: Dict[str, Any]) -> bool:
         return False
     if tuple(want.shape) != tuple(got.shape) or want.dtype != got.dtype:
         return False
-    w, g = (np.asarray(t.contiguous().numpy()) if _name(t) != "bfloat16" else
-            np.asarray(t.float().contiguous().numpy()) for t in (want, got))
+    w, g = (np.asarray(t.detach().contiguous().numpy()) if _name(t) != "bfloat16" else
+            np.asarray(t.detach().float().contiguous().numpy()) for t in (want, got))
     return not bool(((w == g) | (_nan_mask(want) & _nan_mask(got))).all())
 
 
@@ -232,7 +232,7 @@ def int64_extremum_through_double(T: Any, code: str, ns: Dict[str, Any], value: 
         return False
     for t in _named_tensors(T, code, ns).values():
         if _name(t) == "int64" and t.numel():
-            if bool((np.abs(np.asarray(t.contiguous().numpy()).astype(np.float64))
+            if bool((np.abs(np.asarray(t.detach().contiguous().numpy()).astype(np.float64))
                      > _EXACT_IN_DOUBLE).any()):
                 return True
     return False
@@ -257,7 +257,7 @@ def cast_at_rounding_edge(T: Any, code: str, ns: Dict[str, Any], value: Any) -> 
     for t in _named_tensors(T, code, ns).values():
         if _name(t) not in ("float32", "float16", "bfloat16", "float64") or not t.numel():
             continue
-        a = np.asarray(t.float().contiguous().numpy(), np.float32)
+        a = np.asarray(t.detach().float().contiguous().numpy(), np.float32)
         k = np.round(a)
         with np.errstate(invalid="ignore"):
             near = np.isfinite(a) & (k != 0) & (np.abs(a - k) <= _EDGE_ULPS * np.spacing(np.abs(a)))

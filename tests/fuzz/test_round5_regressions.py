@@ -58,7 +58,8 @@ def test_the_detector_leaves_other_statements_alone():
     assert not inplace_mul_ignored(T, "c = a * b", ns)
 
 
-@pytest.mark.parametrize("seed", [70001130, 70001292, 70001445, 70001490, 70002556, 70000190])
+@pytest.mark.parametrize("seed", [70001130, 70001292, 70001445, 70001490, 70002556, 70000190,
+                                  70009808])
 def test_round5_tensorplay_programs_match_eager(seed):
     outcome = check(generate(seed, "tensorplay"), "reference")
     assert outcome.status == "ok", outcome
