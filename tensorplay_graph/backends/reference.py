@@ -229,7 +229,8 @@ def _render_node(node, names: Dict[Any, str], framework: str = "torch") -> str:
     if prim.kind == "pointwise" and "float64_reference" in prim.traits and \
             prim.compute != "none" and common == "float32":
         operand = next(k for k in args if k in _operands())  # these prims are unary
-        inner = prim.render("reference", framework=framework, **{**args, operand: "_v"})
+        template = "reference_float64" if "reference_float64" in prim.lowerings else "reference"
+        inner = prim.render(template, framework=framework, **{**args, operand: "_v"})
         expr = f"_f64(lambda _v: {inner}, {args[operand]})"
     else:
         expr = prim.render("reference", framework=framework, **args)

@@ -123,10 +123,19 @@ def gelu(a, approximate="none"): ...
 def cast(a, dtype): ...
 
 
-def _record(name, *, signature, meta, spellings, reference, triton, tilelang, **kw):
+def _record(name, *, signature, meta, spellings, reference, triton, tilelang,
+            reference_float64=None, **kw):
+    lowerings = {"reference": reference, "triton": triton, "tilelang": tilelang}
+    if reference_float64 is not None:  # float32 operands computed in float64 (record.TRAITS)
+        lowerings["reference_float64"] = reference_float64
     return register(Prim(name=name, kind="pointwise", signature=signature, meta=meta,
-                         spellings=spellings, lowerings={"reference": reference, "triton": triton,
-                                                         "tilelang": tilelang}, **kw))
+                         spellings=spellings, lowerings=lowerings, **kw))
+
+
+#: exp(-x) as eager's float32 exp gives it inside sigmoid / silu computed in float64: inf past
+#: float32's range (sigmoid(-88.7228394) is 0.0 in both frameworks, not the 2.9e-39 float64
+#: rounds to; log(sigmoid(-100)) is -inf, not -99.98: TensorPlay seed 73001389).
+_EXP32_NEG = "np.where(-{a} > 88.72283172607422, np.inf, np.exp(-{a}))"
 
 
 def _unary(name, *, reference, triton, tilelang, meta=floating, spell=None, **kw):
@@ -219,11 +228,13 @@ _unary("cos", reference="np.cos({a})", triton="tl.cos({a})", tilelang="T.cos({a}
 _unary("tanh", reference="np.tanh({a})", triton="(2.0 * tl.sigmoid(2.0 * {a}) - 1.0)",
        tilelang="T.tanh({a})", spell={"nn": True}, traits=_TRANSCENDENTAL)
 _unary("sigmoid", reference="(1.0 / (1.0 + np.exp(-{a})))", triton="tl.sigmoid({a})",
-       tilelang="T.sigmoid({a})", spell={"nn": True}, traits=_TRANSCENDENTAL)
+       tilelang="T.sigmoid({a})", spell={"nn": True}, traits=_TRANSCENDENTAL,
+       reference_float64=f"(1.0 / (1.0 + {_EXP32_NEG}))")
 _unary("relu", reference="_pick({a}, 0, {a} < 0)", triton="tl.where({a} < 0, 0, {a})",
        tilelang="T.if_then_else({a} < 0, 0.0, {a})", meta=same_dtype, spell={"nn": True})
 _unary("silu", reference="({a} / (1.0 + np.exp(-{a})))", triton="({a} * tl.sigmoid({a}))",
-       tilelang="({a} * T.sigmoid({a}))", spell={"nn": True}, traits=_TRANSCENDENTAL)
+       tilelang="({a} * T.sigmoid({a}))", spell={"nn": True}, traits=_TRANSCENDENTAL,
+       reference_float64=f"({{a}} / (1.0 + {_EXP32_NEG}))")
 _record("gelu", signature=gelu, meta=lambda a, approximate="none": floating(a),
         spellings=_spell("gelu", nn=True), reference=low.gelu("reference"),
         # Not float64_reference: eager's float32 1 + erf(x / sqrt(2)) cancels to 0 below about

@@ -24,7 +24,8 @@ TRAITS = {
                      "keeps that layout (convolution, pooling, batch norm): the channels_last "
                      "pass runs it inside its channels_last region",
     "float64_reference": "the reference backend computes float32 operands in float64 and rounds "
-                         "once: NumPy's float32 routine is an ulp off eager's (tanh(9.5))",
+                         "once: NumPy's float32 routine is an ulp off eager's (tanh(9.5)); "
+                         "lowerings['reference_float64'], if set, is the template it uses there",
 }
 
 

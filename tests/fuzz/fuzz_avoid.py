@@ -184,6 +184,36 @@ def equal_inputs_unequal_outputs(T: Any, code: str, ns: Dict[str, Any], value: A
     return bool((same_in & differ).any())
 
 
+_INPLACE_METHOD = re.compile(r"^\s*(\w+)\.(\w+)_\((.*)\)\s*$")
+
+
+def inplace_disagrees(T: Any, line: str, ns: Dict[str, Any]) -> bool:
+    """True when TensorPlay eager's ``a.op_(...)`` (``line``) would store something other than
+    its own ``a.op(...)`` of the same dtype (both tried on copies before the statement runs).
+
+    TensorPlay 1.0.0's integer ``clamp`` casts a float bound to the dtype first, so a NaN /
+    inf / out-of-range bound becomes INT_MIN (``int32.clamp(max=nan)`` is all -2147483648);
+    its ``clamp_`` ignores such a bound (seed 73000648). Compiled code follows ``clamp``;
+    which of eager's two answers is meant cannot be told, so such statements stay out.
+    """
+    match = _INPLACE_METHOD.match(line)
+    a = ns.get(match.group(1)) if match else None
+    if not isinstance(a, T.Tensor) or not hasattr(a, match.group(2)):
+        return False
+    try:
+        copy = a.detach().clone()
+        scope = dict(ns, **{match.group(1): copy})
+        want = eval(f"{match.group(1)}.{match.group(2)}({match.group(3)})", scope)  # noqa: S307
+        eval(f"{match.group(1)}.{match.group(2)}_({match.group(3)})", scope)  # noqa: S307
+    except Exception:  # noqa: BLE001 - either form rejected: the generator's own run decides
+        return False
+    if not isinstance(want, T.Tensor) or want.dtype != copy.dtype or \
+            tuple(want.shape) != tuple(copy.shape):
+        return False
+    w, g = (np.asarray(t.detach().float().contiguous().numpy()) for t in (want, copy))
+    return not bool(((w == g) | (np.isnan(w) & np.isnan(g))).all())
+
+
 _INPLACE_MUL = re.compile(r"^\s*(\w+)(?:\.mul_\(\s*(\w+)\s*\)|\s*\*=\s*(\w+))\s*$")
 
 

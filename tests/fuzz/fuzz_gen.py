@@ -18,7 +18,8 @@ import random
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from fuzz_avoid import inplace_mul_ignored, tensorplay_eager_defect, tensorplay_eager_would_die
+from fuzz_avoid import (inplace_disagrees, inplace_mul_ignored, tensorplay_eager_defect,
+                        tensorplay_eager_would_die)
 from fuzz_program import (InputSpec, Program, Stmt, custom_ops, framework_modules, fuzz_module,
                           make_input)
 
@@ -132,7 +133,8 @@ class Generator:
         self.pending = None
         if self.framework == "tensorplay" and (tensorplay_eager_would_die(
                 self.T, stmt.line() if stmt.out is None else stmt.code.format(*stmt.args), ns)
-                or (stmt.out is None and inplace_mul_ignored(self.T, stmt.line(), ns))):
+                or (stmt.out is None and (inplace_mul_ignored(self.T, stmt.line(), ns)
+                                          or inplace_disagrees(self.T, stmt.line(), ns)))):
             return False
         try:
             with warnings.catch_warnings():

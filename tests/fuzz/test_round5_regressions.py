@@ -120,3 +120,34 @@ def test_equal_inputs_with_unequal_eager_results_are_kept_out():
     assert not equal_inputs_unequal_outputs(T, "T.sum(x)", {"x": x}, T.sum(x))
     outcome = check(generate(70014006, "tensorplay"), "reference")
     assert outcome.status == "ok", outcome
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorplay"])
+def test_sigmoid_and_silu_underflow_where_eagers_float32_exp_overflows(framework):
+    # Seed 73001389: log(sigmoid(nan_to_num(-inf, neginf=-100))) is -inf in eager (float32
+    # exp(100) overflows, so sigmoid is 0.0), -99.98 from a float64 sigmoid.
+    M = pytest.importorskip(framework)
+    v = np.array([-100.0, -88.72283935546875, -88.72283172607422, -88.0, 1.0, np.nan, -np.inf],
+                 np.float32)
+    for program in (lambda x: M.log(x.sigmoid()), lambda x: M.nn.functional.silu(x) * 1e30):
+        want = np.asarray(program(M.from_numpy(v.copy())).numpy())
+        got = np.asarray(tpg.compile(program, backend="reference")(M.from_numpy(v.copy())).numpy())
+        np.testing.assert_allclose(got, want, rtol=1e-5, equal_nan=True)
+        np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+
+
+def test_an_inplace_form_that_disagrees_with_its_own_out_of_place_form_is_kept_out():
+    # Seed 73000648: int32 clamp_(max=nan) keeps the values, clamp(max=nan) gives INT_MIN.
+    from fuzz_avoid import inplace_disagrees
+    a = _t([5, -3, 0], np.int32)
+    ns = {"T": T, "a": a}
+    out = a.clamp(max=float("nan")).numpy().tolist()
+    inplace = a.clone()
+    inplace.clamp_(max=float("nan"))
+    assert inplace_disagrees(T, 'a.clamp_(max=float("nan"))', ns) == \
+        (out != inplace.numpy().tolist())
+    assert a.numpy().tolist() == [5, -3, 0]  # tried on a copy
+    assert not inplace_disagrees(T, "a.clamp_(max=2.5)", ns)  # both forms give [2, -3, 0]
+    assert not inplace_disagrees(T, "a.add_(1)", ns)
+    outcome = check(generate(73000648, "tensorplay"), "reference")
+    assert outcome.status == "ok", outcome
