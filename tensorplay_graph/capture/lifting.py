@@ -12,7 +12,7 @@ share it).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ..frameworks import private_copy
 
@@ -25,7 +25,6 @@ class Lifted:
         #: id -> (the tensor, kept alive so its id stays unique; its ``_version`` when copied)
         self._sources: Dict[int, Tuple[Any, Any]] = {}
         self.made_inside: Set[str] = set()  # targets of the ``_const<N>`` nodes
-        self.count = 0
         self._constants: List[Tuple[str, Any, Any]] = []  # (target, tensor, its version)
 
     def find(self, value: Any) -> Optional[Any]:
@@ -39,20 +38,19 @@ class Lifted:
         """``value`` is read through ``proxy`` (a ``get_attr`` of it or of its copy)."""
         self._proxies[id(value)] = proxy
 
-    def snapshot(self, value: Any) -> Any:
-        """What a new ``_const<N>`` of ``value`` holds: a private copy of it now. Nothing can
-        be written into an empty tensor (and TensorPlay's undefined ``Tensor()``, the absent
-        bias of ``conv_transpose1d``, dies on ``clone()`` and on ``_version``)."""
+    def constant(self, value: Any, get_attr: Callable[[str, Any], Any]) -> Any:
+        """A new ``_const<N>`` proxy (``get_attr(name, value)``) holding a private copy of
+        ``value`` now. Nothing can be written into an empty tensor (and TensorPlay's undefined
+        ``Tensor()``, the absent bias of ``conv_transpose1d``, dies on ``clone()`` and on
+        ``_version``): it is read as it is."""
         empty = value.numel() == 0
-        self._sources[id(value)] = (value, None if empty else _version(value))
-        return value if empty else private_copy(value)
-
-    def add_constant(self, value: Any, proxy: Any) -> None:
-        """``proxy`` reads the snapshot of ``value`` taken for it."""
-        self.count += 1
+        version = None if empty else _version(value)
+        proxy = get_attr(f"_const{len(self._constants)}", value if empty else private_copy(value))
+        self._sources[id(value)] = (value, version)
+        self._proxies[id(value)] = proxy
         self.made_inside.add(proxy.node.target)
-        self.register(value, proxy)
-        self._constants.append((proxy.node.target, value, self._sources[id(value)][1]))
+        self._constants.append((proxy.node.target, value, version))
+        return proxy
 
     def keep_unwritten(self, attrs: Dict[str, Any]) -> None:
         """At the end of the trace: each constant whose tensor was not written since it was

@@ -25,6 +25,7 @@ from ..errors import GraphCaptureError
 from ..frameworks import adapter_for, framework_of, is_tensor, loaded, private_copy
 from ..ir.effects import is_inplace
 from ..ir.lint import lint_enabled
+from ..ir.node import op_name
 from .context import ACTIVE_TRACER, check_no_escape, raise_location, user_location
 from .examples import PLAIN as _PLAIN, examples as _examples, set_tensor_meta as _set_tensor_meta
 from .hooks import hooks_for
@@ -139,10 +140,7 @@ class Tracer:
         if isinstance(value, Proxy) or not is_tensor(value):
             return value
         lifted = self._lifted.find(value)
-        if lifted is None:
-            lifted = self._get_attr(f"_const{self._lifted.count}", self._lifted.snapshot(value))
-            self._lifted.add_constant(value, lifted)
-        return lifted
+        return lifted if lifted is not None else self._lifted.constant(value, self._get_attr)
 
     def lifted(self, value: Any) -> Optional[Proxy]:
         """The proxy a tensor was lifted to in this trace, if any and not written since."""
@@ -165,7 +163,7 @@ class Tracer:
         """Field names of the named tuple ``node``'s call returns (``framework.result_fields``)."""
         if self._framework is None or node.op not in ("call_function", "call_method"):
             return ()
-        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        name = op_name(node)
         return adapter_for(self._framework).result_fields(name, node.args, node.kwargs)
 
     def _get_attr(self, qualname: str, value: Any) -> Proxy:

@@ -21,7 +21,7 @@ import operator
 from typing import Any, List, Optional, Set
 
 from ..frameworks import is_tensor
-from ..ir.node import map_arg
+from ..ir.node import map_arg, op_name
 
 __all__ = ["VALUE_SHAPED", "UnknownValues", "shape_deciders"]
 
@@ -65,7 +65,7 @@ def value_shape_inputs(node: Any) -> Optional[list]:
     ``where(cond)``, or None when that shape is static: ``x.repeat_interleave(3)`` (an int count,
     or ``output_size=`` given) is a plain op, and marking it value-shaped cost a fake's readers
     their examples, so ``x.cummin(-1).indices`` on it became a method (seed 60013227)."""
-    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    name = op_name(node)
     if name == "where":  # where(cond): the indices of the true entries
         return list(node.all_input_nodes) if len(node.args) + len(node.kwargs) == 1 else None
     if name not in VALUE_SHAPED:

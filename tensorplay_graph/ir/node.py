@@ -135,6 +135,11 @@ def _collect_nodes(a: Any, found: Dict["Node", None]) -> None:
         _collect_nodes(a.step, found)
 
 
+def op_name(node: Any) -> str:
+    """The bare op name of a call node: the method's name, or the function's ``__name__``."""
+    return node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+
+
 def target_name(target: Any) -> str:
     """A short readable name for a node target (for tables, labels, errors)."""
     if isinstance(target, str):

@@ -15,7 +15,7 @@ import operator
 from typing import Any, Dict
 
 from ..ir.meta import TensorMeta
-from ..ir.node import Node
+from ..ir.node import Node, op_name
 
 __all__ = ["data_shape_readers", "shape_from_data"]
 
@@ -35,7 +35,7 @@ def shape_from_data(node: Node) -> bool:
     if prim is not None and prim.data_dependent and \
             prim.flags_apply(node.meta.get("prim_args", {})):
         return True
-    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    name = op_name(node)
     if node.target is operator.getitem or name in ("__getitem__", "index"):
         return len(node.args) > 1 and _is_mask(node.args[1:])
     from ..capture.unknown_values import value_shape_inputs

@@ -25,6 +25,7 @@ from typing import Any
 from .. import prims
 from ..frameworks.graphs import graph_framework
 from ..ir.meta import TensorMeta
+from ..prims.rules import wrap_dim
 
 logger = logging.getLogger(__name__)
 
@@ -50,13 +51,9 @@ def _noop_alias_source(node: Any) -> Any:
     if prim.name == "cast":
         return source if args.get("dtype") == meta.dtype else None
     if prim.name == "flatten":  # both frameworks return self when no dims merge (1-D: always)
-        return source if meta.ndim and _wrap(args.get("start_dim", 0), meta.ndim) == \
-            _wrap(args.get("end_dim", -1), meta.ndim) else None
+        return source if meta.ndim and wrap_dim(args["start_dim"], meta.ndim, "flatten") == \
+            wrap_dim(args["end_dim"], meta.ndim, "flatten") else None
     return source if meta.is_contiguous else None
-
-
-def _wrap(dim: Any, ndim: int) -> Any:
-    return dim % ndim if isinstance(dim, int) else dim
 
 
 def normalize(gm: Any) -> Any:

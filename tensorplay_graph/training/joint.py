@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..frameworks import framework_of, is_tensor, tensor_meta
 from ..ir import Graph, GraphModule
 from ..ir.meta import TensorMeta
-from ..ir.node import Node, map_arg
+from ..ir.node import Node, map_arg, op_name
 from ..prims.emit import OPAQUE, Emitter, NotDifferentiable
 from .functional import STOP_GRADIENT, emit_cat, simplify, vjp_rule
 from .opaque import OpaqueForward, Slot, tape_backward, tape_value
@@ -104,7 +104,7 @@ def _mark_eager_constants(graph: Any, framework: Optional[str]) -> None:
     """
     names = _TENSORPLAY_CONSTANT_OPS if framework == "tensorplay" else _CONSTANT_OPS
     for node in graph.nodes:
-        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        name = op_name(node)
         if node.op in ("call_function", "call_method") and name in names:
             node.meta[STOP_GRADIENT] = True
 

@@ -210,8 +210,14 @@ def inplace_disagrees(T: Any, line: str, ns: Dict[str, Any]) -> bool:
     if not isinstance(want, T.Tensor) or want.dtype != copy.dtype or \
             tuple(want.shape) != tuple(copy.shape):
         return False
-    w, g = (np.asarray(t.detach().float().contiguous().numpy()) for t in (want, copy))
-    return not bool(((w == g) | (np.isnan(w) & np.isnan(g))).all())
+    return not _same_values(want, copy)
+
+
+def _same_values(want: Any, got: Any) -> bool:
+    """Equal element by element, NaN equal to NaN (bfloat16 read through float32)."""
+    w, g = (np.asarray(t.detach().float().contiguous().numpy()) if _name(t) == "bfloat16" else
+            np.asarray(t.detach().contiguous().numpy()) for t in (want, got))
+    return bool(((w == g) | (_nan_mask(want) & _nan_mask(got))).all())
 
 
 _INPLACE_MUL = re.compile(r"^\s*(\w+)(?:\.mul_\(\s*(\w+)\s*\)|\s*\*=\s*(\w+))\s*$")
@@ -241,9 +247,7 @@ def inplace_mul_ignored(T: Any, line: str, ns: Dict[str, Any]) -> bool:
         return False
     if tuple(want.shape) != tuple(got.shape) or want.dtype != got.dtype:
         return False
-    w, g = (np.asarray(t.detach().contiguous().numpy()) if _name(t) != "bfloat16" else
-            np.asarray(t.detach().float().contiguous().numpy()) for t in (want, got))
-    return not bool(((w == g) | (_nan_mask(want) & _nan_mask(got))).all())
+    return not _same_values(want, got)
 
 
 #: Integers beyond this magnitude are not all representable in float64.

@@ -53,6 +53,20 @@ def _perturb_literals(program: Program, rng: np.random.Generator) -> Program:
                                    for s in program.stmts])
 
 
+def motion_covers(rows: Sequence[tuple]) -> Optional[List[str]]:
+    """For rows ``(label, want, got, moved, mask)`` (NumPy arrays; ``moved``: how far eager's
+    perturbed runs moved from ``want``), one description per row when at EVERY masked element
+    eager moved (> 0) at least as far as ``got`` is from ``want``; else None."""
+    worst = []
+    for label, want, got, moved, mask in rows:
+        off, eager = distance(want, got)[mask], moved[mask]
+        if not np.all((off <= eager) & (eager > 0)):
+            return None
+        worst.append(f"{label}: {int(mask.sum())} elements off by up to {off.max():.3g}, "
+                     f"eager itself moves by up to {eager.max():.3g}")
+    return worst
+
+
 def _perturb_inputs(args: Sequence[Any], rng: np.random.Generator, to_numpy: Callable) -> None:
     """Overwrite each float32 input tensor's values in place (its layout stays eager's)."""
     for t in args:
@@ -103,16 +117,8 @@ def eager_moves(variant: Callable, rng: np.random.Generator, want: tuple, got: t
             if tuple(np.shape(to_numpy(a))) != moved[k].shape:
                 return None
             moved[k] = np.maximum(moved[k], distance(to_numpy(w), to_numpy(a)))
-    worst = []
-    for k, mask in enumerate(bad):
-        if mask is None:
-            continue
-        off = distance(to_numpy(want[k]), to_numpy(got[k]))[mask]
-        eager = moved[k][mask]
-        if not np.all((off <= eager) & (eager > 0)):
-            return None
-        worst.append(f"output {k}: {int(mask.sum())} elements off by up to {off.max():.3g}, "
-                     f"eager itself moves by up to {eager.max():.3g}")
+    worst = motion_covers([(f"output {k}", to_numpy(want[k]), to_numpy(got[k]), moved[k], mask)
+                           for k, mask in enumerate(bad) if mask is not None])
     if not worst:
         return None
     return (f"ill-conditioned: inputs and literals moved by <= {MAX_ULPS} ulps move eager as far as the "

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from fuzz_check import Outcome, _differ, _first, compare, to_numpy as _np
-from fuzz_condition import MAX_ULPS, TRIES, _perturb_inputs, distance
+from fuzz_condition import MAX_ULPS, TRIES, _perturb_inputs, distance, motion_covers
 from fuzz_gen import FLOATS, dtype_name
 from fuzz_program import Program, build_function, framework_modules
 from grad_gen import grad_ops, make_grad_input, replay_grad, requires_grad
@@ -348,13 +348,9 @@ def _grads_ill_conditioned(h: Harness, want: "Call", got: "Call", levels: Levels
             if again.grads.get(n) is None:
                 return None
             moved[n] = np.maximum(moved[n], distance(_np(want.grads[n]), _np(again.grads[n])))
-    worst = []
-    for n, mask in bad.items():
-        off = distance(_np(want.grads[n]), _np(got.grads[n]))[mask]
-        eager = moved[n][mask]
-        if not np.all((off <= eager) & (eager > 0)):
-            return None
-        worst.append(f"{n}.grad: {int(mask.sum())} elements off by up to {off.max():.3g}, "
-                     f"eager itself moves by up to {eager.max():.3g}")
+    worst = motion_covers([(f"{n}.grad", _np(want.grads[n]), _np(got.grads[n]), moved[n], mask)
+                           for n, mask in bad.items()])
+    if worst is None:
+        return None
     return (f"ill-conditioned: inputs moved by <= {MAX_ULPS} ulps move eager's gradients as far "
             f"as the compiled ones are from them ({'; '.join(worst)})")

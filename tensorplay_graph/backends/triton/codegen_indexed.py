@@ -19,6 +19,7 @@ reduction's backward reads its logits) loads contiguously.
 
 from __future__ import annotations
 
+import math
 import re
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -192,9 +193,7 @@ class IndexedKernel:
         flat = self.flat.get((coords, shape))
         if flat is None or tuple(vshape) != tuple(shape[len(shape) - len(vshape):]):
             return
-        numel = 1
-        for n in vshape:
-            numel *= n
+        numel = math.prod(vshape)
         if numel:
             inner_flat = flat if len(vshape) == len(shape) else \
                 f"{flat if flat.isidentifier() else '(' + flat + ')'} % {numel}"
