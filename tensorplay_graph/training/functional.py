@@ -135,7 +135,8 @@ def _cross_entropy(jgm: Any, node: Node) -> None:
 
         xr, column = logits(), iota if flat else e.reshape(iota, rows[1:])
         peak = _reduce(e, "amax", xr, stop=True)
-        lse = e.add(e.log(_reduce(e, "sum", e.exp(e.sub(xr, peak)))), peak)
+        # a cast of its own for the second pass too: a cast both passes read is written out
+        lse = e.add(e.log(_reduce(e, "sum", e.exp(e.sub(logits(), peak)))), peak)
         hit = e.eq(column, e.reshape(target, (rows[0],) + (1,) * (len(rows) - 1)))
         picked = _reduce(e, "sum", e.where(hit, logits(), 0.0))
         if not flat:

@@ -1,18 +1,11 @@
-"""Region -> kernel plans: group a region's nodes into kernels and describe each.
-
-Nodes are taken in graph order. A pointwise node joins the current kernel
-when it has the kernel's shape; a reduction or norm turns a pointwise kernel
-over its input shape into a rows kernel (the pointwise work before it is
-fused into the row loop), and later pointwise nodes over the full shape or the
-per-row shape join it too (normalise, activate, scale, cast). Anything else
-starts a new kernel; values crossing kernels are materialised.
-"""
+"""Region -> kernel plans: group a region's nodes into kernels (:mod:`.grouping`) and
+describe each."""
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..base import node_framework
@@ -20,7 +13,7 @@ from ...ir.meta import permuted_strides
 from .codegen_reduction import Emitter, RowOps, emit_rule
 from ...prims.pointwise_lowerings import HALF_FLOATS, round16_triton
 from ...prims.rules import scalar_kept_in_opmath
-from .layout import broadcast_strides
+from .grouping import Group, group_nodes, row_dims  # noqa: F401 - re-exported
 from .kernel_desc import TL_DTYPES, KernelDesc, OutputArg, TensorArg, compute_dtype, literal
 from .plan import KernelPlan, PointwiseSpace, RowsSpace
 from .operands import (OPERAND_KEYS, integer_operand_dtype, literal_integers,
@@ -47,108 +40,6 @@ class Namer:
             name, k = f"{base}_{k}", k + 1
         self.used.add(name)
         return name
-
-
-@dataclass
-class Group:
-    kind: str                       # "pointwise" | "rows"
-    shape: Tuple[int, ...]
-    dims: Optional[Tuple[int, ...]] = None
-    nodes: List[Any] = field(default_factory=list)
-
-    def reduced(self, keep: bool) -> Tuple[int, ...]:
-        return tuple(1 if d in self.dims else s for d, s in enumerate(self.shape) if keep or d not in self.dims)
-
-    def per_row(self, shape: Tuple[int, ...]) -> bool:
-        return self.kind == "rows" and shape != self.shape
-
-
-def row_dims(node: Any, in_shape: Tuple[int, ...]) -> Tuple[int, ...]:
-    """Dims a reduction / norm node reduces over, in its input's shape (the record's rule)."""
-    return node.meta["prim"].reduced_dims(len(in_shape), node.meta["prim_args"])
-
-
-def _operand_shape(value: Any) -> Optional[Tuple[int, ...]]:
-    return tuple(node_meta(value).shape) if is_node(value) else None
-
-
-def group_nodes(nodes: List[Any]) -> List[Group]:
-    """Split ``nodes`` (graph order) into kernels; see the module docstring."""
-    groups: List[Group] = []
-    owner: Dict[Any, Group] = {}
-    for node in nodes:
-        prim = node.meta["prim"]
-        shape = tuple(node_meta(node).shape)
-        # The node may join any group from the last one producing one of its operands on.
-        first = max([groups.index(owner[v]) for v in node.all_input_nodes if v in owner], default=0)
-        target = None
-        if prim.kind in ("view", "gather"):  # a copy of its own (indexed_region.py)
-            target = Group("indexed", shape, None, [])
-            groups.append(target)
-        elif prim.kind == "pointwise":
-            for group in reversed(groups[first:]):
-                if _joins_pointwise(group, node, shape, owner):
-                    target = group
-                    break
-            if target is None:
-                target = Group("pointwise", shape, None, [])
-                groups.append(target)
-        else:
-            in_shape = _operand_shape(node.meta["prim_args"]["a"])
-            dims = row_dims(node, in_shape)
-            for group in reversed(groups[first:]):
-                if group.kind != "indexed" and group.shape == in_shape and \
-                        (group.kind == "pointwise" or group.dims == dims) and \
-                        _reads_rows(group.nodes + [node], in_shape, dims):
-                    target = group
-                    break
-            if target is None:
-                target = Group("rows", in_shape, dims, [])
-                groups.append(target)
-            target.kind, target.dims = "rows", dims
-        target.nodes.append(node)
-        owner[node] = target
-    return groups
-
-
-def _reads_rows(nodes: List[Any], shape: Tuple[int, ...], dims: Tuple[int, ...]) -> bool:
-    """Whether every full-shape operand the kernel of ``nodes`` would load walks the reduced
-    ``dims`` as one run in memory (what ``RowsSpace`` needs). A transposed operand (an
-    outer-product einsum's output, seed 6000208) fails it: the reduction then reads the
-    pointwise result, materialized by its own kernel, instead of fusing."""
-    members = set(nodes)
-    live = sorted(d % len(shape) for d in dims if shape[d] != 1)
-    for node in nodes:
-        full = tuple(node_meta(node).shape) == tuple(shape)
-        for value in node.all_input_nodes:
-            # a full node broadcasts its operands (x0 of (5,) against (5, 5): strides (0, 1),
-            # seed 6001319); a reduction reads its full operand; per-row values are not rows
-            if value in members or not (full or tuple(node_meta(value).shape) == tuple(shape)):
-                continue
-            stride = broadcast_strides(node_meta(value).shape, node_meta(value).stride, shape)
-            if any(stride[a] != stride[b] * shape[b] for a, b in zip(live, live[1:])):
-                return False
-    return True
-
-
-def _joins_pointwise(group: Group, node: Any, shape, owner: Dict[Any, Group]) -> bool:
-    if group.kind == "indexed":
-        return False
-    if group.kind == "pointwise":
-        return shape == group.shape
-    full = shape == group.shape
-    if not full and shape not in (group.reduced(True), group.reduced(False)):
-        return False
-    if full and not _reads_rows(group.nodes + [node], group.shape, group.dims):
-        return False
-    if full:
-        # A full-shape node may not read an in-group per-row value whose reduced dims were
-        # dropped: eager broadcasting aligns it with the trailing dims, not per row.
-        for value in node.meta["prim_args"].values():
-            if is_node(value) and owner.get(value) is group:
-                if len(node_meta(value).shape) < len(group.shape):
-                    return False
-    return True
 
 
 @dataclass
