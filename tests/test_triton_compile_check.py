@@ -162,3 +162,21 @@ def test_pow_with_tensor_and_per_row_exponents_compiles_for_hopper():
     for step in steps:
         metas = [(tuple(n.meta["tensor_meta"].shape), n.meta["tensor_meta"].stride) for n in step.inputs]
         assert check_plan(step.plan, metas)["cubin_bytes"] > 0
+
+
+def test_row_copy_kernel_compiles_for_hopper():
+    """The padded GEMMs' row copy (``backends/row_copy.py``): GPT-2's logits rows, 50257
+    elements read, 50264 written."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from tensorplay_graph.backends.row_copy import BLOCK, _kernel
+    fn = _kernel()
+    signature = {"src": "*bf16", "dst": "*bf16", "n_cols": "i32", "src_stride": "constexpr",
+                 "dst_stride": "constexpr", "BLOCK": "constexpr"}
+    constexprs = {"src_stride": 50257, "dst_stride": 50264, "BLOCK": BLOCK}
+    compiled = triton.compile(ASTSource(fn, signature, constexprs=constexprs),
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    ptx = compiled.asm["ptx"]
+    assert ".target sm_90" in ptx and "ld.global" in ptx and "st.global" in ptx

@@ -7,7 +7,7 @@ into padded rows through ``out=`` did not help (measured: cuBLAS still saw the o
 as Inductor's ``pad_mm`` does, the weight gets zero rows up to a multiple of 8 outputs (a copy
 of the weight, made inside the call so in-place weight updates and CUDA-graph replays see the
 current values), the product is computed with aligned rows and the first N columns are copied
-out contiguous: eager's layout, values within bf16 GEMM rounding. Only large float16 / bfloat16
+out contiguous (row by row: :mod:`.row_copy`): eager's layout, values within bf16 GEMM rounding. Only large float16 / bfloat16
 CUDA linears that no backend claimed change; ``TPG_PAD_LINEARS=0`` turns it off.
 
 Training adds the same problem on the inputs: the LM head's backward multiplies the (8x512,
@@ -29,6 +29,7 @@ from typing import Any, Optional, Tuple
 
 from ..frameworks import adapter_for
 from ..prims.lowering import Gemm
+from .row_copy import copy_rows
 
 log = logging.getLogger("tensorplay_graph.compile")
 
@@ -44,8 +45,15 @@ def padded_linear(a: Any, weight: Any, bias: Any = None) -> Any:
     padded = F.pad(weight, (0, 0, 0, pad))
     if bias is not None:
         bias = F.pad(bias, (0, pad))
-    out = F.linear(a, padded, bias)
-    return out[..., :n].contiguous()
+    return _first_columns(F.linear(a, padded, bias), n)
+
+
+def _first_columns(out: Any, n: int) -> Any:
+    """A contiguous copy of ``out[..., :n]`` (eager's layout for the unpadded product)."""
+    torch = adapter_for("torch").module
+    result = torch.empty((*out.shape[:-1], n), dtype=out.dtype, device=out.device)
+    copy_rows(result.view(-1, n), out.reshape(-1, out.shape[-1])[:, :n])
+    return result
 
 
 def _pad(extent: int) -> int:
@@ -99,9 +107,12 @@ def padded_columns(x: Any) -> Any:
     :data:`ALIGN`: one copy that every GEMM reading ``x`` or its transpose can share (the LM
     head's gradient feeds two). It remembers its source, so a GEMM only takes it when its
     own operand is that same matrix (:func:`_from_shared`)."""
-    F = adapter_for("torch").functional()
+    torch = adapter_for("torch").module
     rows = x.reshape(-1, x.shape[-1])
-    out = F.pad(rows, (0, _pad(rows.shape[1]))).contiguous()
+    count, width = rows.shape
+    out = torch.empty((count, width + _pad(width)), dtype=rows.dtype, device=rows.device)
+    out[:, width:].zero_()  # only the padding: the copy below writes the rest
+    copy_rows(out[:, :width], rows)
     out.tpg_source = (rows.data_ptr(), tuple(rows.shape), rows.stride(), rows._version)
     return out
 
@@ -133,9 +144,8 @@ def aligned_matmul(a: Any, b: Any, shared: Any = None) -> Any:
     if lhs is None:
         lhs = _padded(flat, pad_m, pad_k, _layout(flat)[0]) if copy_a else flat
     rhs = _padded(b, pad_k, pad_n, _layout(b)[0]) if copy_b else b
-    out = torch.mm(lhs, rhs)[:flat.shape[0], :b.shape[1]]
-    if pad_n:
-        out = out.contiguous()
+    out = torch.mm(lhs, rhs)[:flat.shape[0]]
+    out = _first_columns(out, b.shape[1]) if pad_n else out
     return out.reshape(*a.shape[:-1], b.shape[1])
 
 

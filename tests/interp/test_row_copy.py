@@ -1,0 +1,52 @@
+"""The row copy of the padded GEMMs (``backends/row_copy.py``) in Triton's interpreter:
+padded and misaligned rows, and the padded GEMM helpers built on it, against eager."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from tensorplay_graph.backends import aligned_gemm  # noqa: E402
+from tensorplay_graph.backends import row_copy  # noqa: E402
+from tensorplay_graph.backends.row_copy import copy_rows  # noqa: E402
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_copy_into_padded_rows_from_misaligned_rows(dtype):
+    torch.manual_seed(0)
+    rows, cols = 7, 1500  # two column blocks, the second partial
+    flat = torch.randn(rows * cols + 1).to(dtype)
+    src = flat[1:].view(rows, cols)  # rows start one element off alignment
+    padded = torch.full((rows, cols + 4), 5.0, dtype=dtype)
+    assert row_copy._fits(padded[:, :cols], src)  # the kernel runs, not the fallback
+    copy_rows(padded[:, :cols], src)
+    assert torch.equal(padded[:, :cols], src)
+    assert torch.equal(padded[:, cols:], torch.full((rows, 4), 5.0, dtype=dtype))
+    back = torch.empty(rows, cols, dtype=dtype)
+    copy_rows(back, padded[:, :cols])
+    assert torch.equal(back, src)
+
+
+def test_other_layouts_fall_back_to_the_frameworks_copy():
+    src = torch.randn(6, 5).t()  # column stride 5: not rows
+    dst = torch.empty(5, 6)
+    assert torch.equal(copy_rows(dst, src), src)
+
+
+def test_padded_helpers_equal_eager_with_eager_layout():
+    torch.manual_seed(0)
+    x, w = torch.randn(2, 3, 16), torch.randn(13, 16)
+    got = aligned_gemm.padded_linear(x, w)
+    want = torch.nn.functional.linear(x, w)
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got, want)
+    g = torch.randn(6, 13)
+    shared = aligned_gemm.padded_columns(g)
+    assert shared.shape == (6, 16) and torch.equal(shared[:, :13], g)
+    assert not shared[:, 13:].any()
+    a, h = torch.randn(6, 16), torch.randn(16, 13)
+    got = aligned_gemm.aligned_matmul(a, h)  # N = 13: padded, then copied
+    assert got.is_contiguous()
+    torch.testing.assert_close(got, a @ h)
