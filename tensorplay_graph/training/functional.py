@@ -114,24 +114,27 @@ def _cross_entropy(jgm: Any, node: Node) -> None:
             or xm.dtype not in ("float32", "float64") or tm.dtype not in ("int64", "int32")):
         return
     graph = jgm.graph
-    name = f"_iota_{xm.shape[1]}_{xm.device.replace(':', '_')}"
+    # int32 class indices: the kernels read one per logit (from cache), half of int64's bytes
+    name = f"_iota32_{xm.shape[1]}_{xm.device.replace(':', '_')}"
     if not jgm._has_attr(name):
-        jgm._set_attr(name, torch.arange(xm.shape[1], device=xm.device))
+        jgm._set_attr(name, torch.arange(xm.shape[1], device=xm.device, dtype=torch.int32))
     with graph.inserting_before(node):
         iota = graph.get_attr(name)
-        iota.meta["tensor_meta"] = TensorMeta((xm.shape[1],), "int64", xm.device)
+        iota.meta["tensor_meta"] = TensorMeta((xm.shape[1],), "int32", xm.device)
         e = Emitter(graph, "torch")
         rows = _rows(xm.shape[0], xm.shape[1])
         flat = len(rows) == 2
         source = _upcast_source(e, x)
 
+        # one view of the logits, read once by each kernel (views first: a view between the
+        # cast and the reduction splits the kernel)
+        base = x if source is None else source
+        view = base if flat else e.reshape(base, rows)
+
         def logits() -> Node:
             # HF upcasts 16-bit logits right before the loss: each reduction casts them
             # again itself, so no float32 copy of the logits is ever written out
-            # (views first: a view between the cast and the reduction splits the kernel)
-            if source is None:
-                return x if flat else e.reshape(x, rows)
-            return e.cast(source if flat else e.reshape(source, rows), xm.dtype)
+            return view if source is None else e.cast(view, xm.dtype)
 
         xr, column = logits(), iota if flat else e.reshape(iota, rows[1:])
         peak = _reduce(e, "amax", xr, stop=True)

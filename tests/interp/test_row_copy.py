@@ -14,19 +14,20 @@ from tensorplay_graph.backends.row_copy import copy_rows  # noqa: E402
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_copy_into_padded_rows_from_misaligned_rows(dtype):
+def test_copy_out_of_padded_rows_into_misaligned_rows(dtype):
     torch.manual_seed(0)
-    rows, cols = 7, 1500  # two column blocks, the second partial
-    flat = torch.randn(rows * cols + 1).to(dtype)
-    src = flat[1:].view(rows, cols)  # rows start one element off alignment
-    padded = torch.full((rows, cols + 4), 5.0, dtype=dtype)
-    assert row_copy._fits(padded[:, :cols], src)  # the kernel runs, not the fallback
-    copy_rows(padded[:, :cols], src)
-    assert torch.equal(padded[:, :cols], src)
-    assert torch.equal(padded[:, cols:], torch.full((rows, 4), 5.0, dtype=dtype))
-    back = torch.empty(rows, cols, dtype=dtype)
-    copy_rows(back, padded[:, :cols])
-    assert torch.equal(back, src)
+    rows, cols = 7, 1500  # two column blocks, the second partial; 1500 is no multiple of 8
+    padded = torch.randn(rows, cols + 4).to(dtype)
+    padded[:, cols:] = 5.0
+    dense = torch.empty(rows, cols, dtype=dtype)
+    assert row_copy._fits(dense, padded[:, :cols])  # the kernel runs, not the fallback
+    copy_rows(dense, padded[:, :cols])
+    assert torch.equal(dense, padded[:, :cols])
+    # the other way round is torch's copy (measured faster on the H200)
+    back = torch.zeros(rows, cols + 4, dtype=dtype)
+    assert not row_copy._fits(back[:, :cols], dense)
+    copy_rows(back[:, :cols], dense)
+    assert torch.equal(back[:, :cols], dense) and not back[:, cols:].any()
 
 
 def test_other_layouts_fall_back_to_the_frameworks_copy():
