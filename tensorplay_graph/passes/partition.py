@@ -25,6 +25,8 @@ import operator
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Hashable, Iterable, List, Optional, Sequence
 
+from .recompute import recompute_into_consumers
+
 __all__ = ["DagPartition", "partition_dag", "partition", "regions_from_meta"]
 
 
@@ -214,6 +216,7 @@ def partition(gm, backends: Sequence) -> list:
     for node, rid in result.region_of.items():
         node.meta["region"] = rid
         node.meta["backend"] = result.labels[rid]
+    recompute_into_consumers(gm)
     return regions_from_meta(gm)
 
 
