@@ -124,10 +124,12 @@ def cast(a, dtype): ...
 
 
 def _record(name, *, signature, meta, spellings, reference, triton, tilelang,
-            reference_float64=None, **kw):
+            reference_float64=None, triton_integer=None, **kw):
     lowerings = {"reference": reference, "triton": triton, "tilelang": tilelang}
     if reference_float64 is not None:  # float32 operands computed in float64 (record.TRAITS)
         lowerings["reference_float64"] = reference_float64
+    if triton_integer is not None:  # the template for integer operands (exact arithmetic)
+        lowerings["triton_integer"] = triton_integer
     return register(Prim(name=name, kind="pointwise", signature=signature, meta=meta,
                          spellings=spellings, lowerings=lowerings, **kw))
 
@@ -168,6 +170,7 @@ _record("div", signature=div, meta=div_meta,
         spellings=_spell("div", op="truediv", extra=("tensorplay:true_divide", "torch:true_divide",
                                                      "method:true_divide", "torch:divide")),
         reference=low.div_ref, triton=low.div_triton, tilelang=low.div_tilelang, aliases={"other": "b"},
+        triton_integer=low.div_triton_integer,
         declines={"triton": low.div_floor_declines, "tilelang": low.div_tilelang_declines},
         traits={"self_constant", "torch_opmath_scalar"})
 _unary("neg", reference="(-{a})", triton="(-{a})", tilelang="(-{a})", meta=same_dtype,

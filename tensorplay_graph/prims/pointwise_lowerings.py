@@ -53,6 +53,16 @@ def div_ref(a, b, rounding_mode=None, framework="torch"):
     return f"({a} / {b})"
 
 
+def div_triton_integer(a, b, rounding_mode=None):
+    """Integer operands (cast to eager's promoted integer dtype): trunc is Triton's own
+    integer ``//``, which truncates toward zero (C) and is exact. Through float32
+    (``div_triton``) a quotient past 2**24 rounds: -2**31 // 300 gave -7158279 (seed
+    82001065). Floor is declined (``div_floor_declines``); true division is float."""
+    if rounding_mode == "trunc":
+        return f"({a} // {b})"
+    return div_triton(a, b, rounding_mode)
+
+
 def div_triton(a, b, rounding_mode=None):
     q = f"({a} / {b})"
     if rounding_mode == "floor":

@@ -142,3 +142,19 @@ def test_work_after_a_boolean_mask_runs_on_each_calls_rows():
             assert g.shape == w.shape
             torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6)
     assert "data_dependent" in str(tpg.explain(program, x, y, backend="triton"))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int16])
+def test_integer_trunc_division_is_exact(dtype):
+    # seed 82001065: -2**31 // 300 went through float32 and rounded to -7158279 (eager
+    # -7158278); integer trunc division is now the kernel's own integer ``//``
+    info = torch.iinfo(dtype)
+    x = torch.tensor([info.min, info.max, info.min + 1, -7, 7, 0, -299, 299, 2 ** 15 - 1],
+                     dtype=torch.int64).clamp(info.min, info.max).to(dtype)
+    d = torch.tensor([300, -300, 7, 2, -2, 5, -1, 3, 300], dtype=dtype)
+
+    def program(x, d):
+        return (torch.div(x, 300, rounding_mode="trunc"), torch.div(x, d, rounding_mode="trunc"),
+                torch.div(x, -7, rounding_mode="trunc"))
+
+    compiled_equals_eager(program, x, d)

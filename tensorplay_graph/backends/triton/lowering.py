@@ -158,7 +158,9 @@ def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int)
             work = "int8" if common == "bool" else common
             mapped = {k: em.cast(v, work) if k in OPERAND_KEYS and is_node(args[k]) else v
                       for k, v in mapped.items()}
-        expr = prim.render("triton", **mapped)
+        variant = "triton_integer" if common is not None and \
+            prim.lowering("triton_integer") is not None else "triton"
+        expr = prim.render(variant, **mapped)
         if literal_integers(prim, args, tm.dtype):
             # Triton types int literals int32 (``where(c, -1, -1)``); eager's result is int64
             # (seed 20001675: an int64 amax's neutral then overflowed the int32 block)
