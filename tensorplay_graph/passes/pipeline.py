@@ -11,7 +11,9 @@ functionalize  in-place ops on program-local tensors -> out-of-place prims
 channels_last  conv nets: convolutions and the work between them in NHWC
                (``meta["layout"]`` on the output node says whether and why)
 barriers       ``meta["barrier"]`` on nodes that may not join a region
-partition      ``meta["region"]`` / ``meta["backend"]`` / ``meta["declined"]``
+partition      ``meta["region"]`` / ``meta["backend"]`` / ``meta["declined"]``; a
+               Triton region then computes again the cheap values it would read
+               from another (``recompute.py``)
 lower          each region -> one call to its compiled ``Kernel``
 cleanup        CSE + DCE (effects kept)
 =============  ===========================================================
