@@ -1,0 +1,47 @@
+"""Regressions from the 2026-12-02 06:18 session's Triton-interpreter fuzz runs (seeds
+82000000+ / 83000000+; tests/fuzz/FINDINGS.md, "Round 6").
+
+Two of the three findings are the harness's: torch's amax picks either zero of a signed-zero
+tie by its loop, and a layer norm of nearly equal large values is decided by summation
+order. The generator keeps both out of exact comparisons; the product fix (integer trunc
+division) is tested in tests/interp/test_triton_fuzz_regressions.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from fuzz_avoid import statistics_of_offset_rows  # noqa: E402
+from fuzz_gen import generate  # noqa: E402
+
+
+def test_rows_of_nearly_equal_large_values_are_recognized():
+    torch.manual_seed(0)
+    offset = torch.randn(3, 4) * 2 - 70000.0   # seed 83000950: x1 - 70000.0
+    assert statistics_of_offset_rows(offset)
+    assert not statistics_of_offset_rows(torch.randn(3, 4) * 2 + 10.0)
+    assert not statistics_of_offset_rows(torch.full((3, 4), 5.0))     # no spread: exact
+    assert not statistics_of_offset_rows(torch.arange(12).reshape(3, 4))  # integers
+    # along another dim: columns of nearly equal large values, rows spread wide
+    columns = torch.tensor([70000.0, -1e6, 3e5]) + torch.randn(4, 3)
+    assert statistics_of_offset_rows(columns, 0)
+    assert not statistics_of_offset_rows(columns, -1)
+    assert statistics_of_offset_rows(offset, None)  # a full reduction: one row of all
+
+
+def test_torchs_amax_values_are_compared_without_the_sign_of_zero():
+    """seed 83000069: ``trunc(x / 1).amax(dim=-2)`` over [-0.0, 0.0, ...]: eager 0.0, the
+    kernel -0.0. torch's pick depends on its loop; TensorPlay keeps the first (exact)."""
+    kinds = {}
+    for framework in ("torch", "tensorplay"):
+        if framework == "tensorplay":
+            pytest.importorskip("tensorplay")
+        for seed in range(300):
+            for wide in (False, True):
+                for stmt in generate(seed, framework, wide=wide).stmts:
+                    if stmt.code and ".amax(" in stmt.code:
+                        kinds.setdefault(framework, set()).add(stmt.kind)
+    assert kinds.get("torch") and kinds["torch"] <= {"arith"}, kinds
+    assert "tensorplay" not in kinds or "exact" in kinds["tensorplay"], kinds
