@@ -91,6 +91,9 @@ def recompute_into_consumers(gm: Any) -> int:
     """Apply the rewrite in the module docstring to ``gm`` (partitioned); the number of
     values now computed again where they are read."""
     graph = gm.graph
+    if not any(n.meta.get("backend") in BACKENDS and n.meta.get("region") is not None
+               for n in graph.nodes):
+        return 0
     if any(n.op in ("call_function", "call_method") and is_inplace(n) for n in graph.nodes):
         # a write may land between the region computing a value and the one reading it
         return 0
