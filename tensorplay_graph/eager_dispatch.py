@@ -32,7 +32,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Dict, Optional
 
-from .ir.meta import TensorMeta
+from .ir.meta import ITEMSIZE, TensorMeta
 
 #: ``operator`` function -> the TensorPlay method computing the same op.
 TENSORPLAY_METHODS = {
@@ -120,9 +120,6 @@ def _reuse_for(node: Any, order: Dict[Any, int], framework: str) -> Any:
 #: twins: same-shape ``add_`` / ``sub_`` / ``mul_``, and ``mul_`` by a broadcast operand.
 TENSORPLAY_SAME_SHAPE_BYTES = 512 * 1024
 TENSORPLAY_BROADCAST_BYTES = 1024 * 1024
-_ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "float16": 2, "bfloat16": 2,
-             "int32": 4, "float32": 4, "int64": 8, "float64": 8, "complex64": 8,
-             "complex128": 16}
 
 
 def _tensorplay_reuse_pays(node: Any, operand: Any, out: TensorMeta) -> bool:
@@ -157,7 +154,7 @@ def _tensorplay_reuse_pays(node: Any, operand: Any, out: TensorMeta) -> bool:
     other = getattr(others[0], "meta", {}).get("tensor_meta")
     if not isinstance(other, TensorMeta):
         return False
-    nbytes = out.numel * _ITEMSIZE.get(out.dtype, 8)
+    nbytes = out.numel * ITEMSIZE.get(out.dtype, 8)
     if other.shape == out.shape:
         return nbytes >= TENSORPLAY_SAME_SHAPE_BYTES
     return node.target is operator.mul and nbytes >= TENSORPLAY_BROADCAST_BYTES

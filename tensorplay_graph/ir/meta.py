@@ -37,6 +37,12 @@ INTEGER_DTYPES = frozenset({"uint8", "int8", "int16", "int32", "int64"})
 ALL_DTYPES = FLOATING_DTYPES | INTEGER_DTYPES | {"bool", "complex64", "complex128"}
 
 
+#: bytes per element of each dtype name
+ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
+            "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "complex64": 8,
+            "complex128": 16}
+
+
 def contiguous_strides(shape: Tuple[int, ...]) -> Tuple[int, ...]:
     """Row-major strides of ``shape`` (in elements)."""
     strides = []

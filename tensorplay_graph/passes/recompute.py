@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..ir.effects import is_inplace
+from ..ir.meta import ITEMSIZE
 from ..ir.node import map_arg
 
 #: the backends whose regions take recomputed values (their kernels inline views)
@@ -25,15 +26,13 @@ BACKENDS = ("triton",)
 #: the longest chain computed again in the reading region
 MAX_CHAIN = 32
 
-_ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
-             "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 
 def _bytes(node: Any) -> int:
     meta = node.meta.get("tensor_meta")
     if not hasattr(meta, "numel"):
         return 0
-    return meta.numel * _ITEMSIZE.get(meta.dtype, 8)
+    return meta.numel * ITEMSIZE.get(meta.dtype, 8)
 
 
 def _cheap(node: Any) -> bool:

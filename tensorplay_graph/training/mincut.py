@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..ir import Graph, GraphModule
-from ..ir.meta import TensorMeta
+from ..ir.meta import ITEMSIZE, TensorMeta
 from ..ir.node import Node
 from .joint import JointGraph
 from .opaque import tape_value
@@ -24,9 +24,6 @@ from ..ir.graph_module import get_attr_path
 
 __all__ = ["SplitProgram", "split_joint"]
 
-_ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
-             "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "complex64": 8,
-             "complex128": 16}
 _RECOMPUTABLE_KINDS = ("pointwise", "view")
 #: Row-wise prims cheap enough to run again in the backward (one read of the row, one
 #: write): saving a norm's input is then enough, as Inductor recomputes its output from
@@ -53,7 +50,7 @@ class SplitProgram:
 def _bytes(node: Node) -> int:
     meta = node.meta.get("tensor_meta")
     if isinstance(meta, TensorMeta):
-        return max(meta.numel * _ITEMSIZE.get(meta.dtype, 4), 1)
+        return max(meta.numel * ITEMSIZE.get(meta.dtype, 4), 1)
     return 1  # ints, tapes: saving them is free
 
 
