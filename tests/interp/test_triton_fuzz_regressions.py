@@ -158,3 +158,21 @@ def test_integer_trunc_division_is_exact(dtype):
                 torch.div(x, -7, rounding_mode="trunc"))
 
     compiled_equals_eager(program, x, d)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_rows_result_is_rounded_before_the_kernel_reads_it(dtype):
+    # seed 84003764: ``v2 = x.softmax(-1); v2 != where(m, v2, y)`` was True where m holds:
+    # the where rounded v2 to 16 bits, the comparison read the kernel's fp32 softmax
+    torch.manual_seed(0)
+    x, m = torch.randn(8, 4, 4).to(dtype), torch.rand(8, 4, 4) > 0.5
+    y = torch.rand(8, 1, 1) > 0.5
+
+    def program(x, m, y):
+        v = x.softmax(-1)
+        s = x.sum(-1, keepdim=True)
+        n = torch.nn.functional.layer_norm(x, (4,))
+        return (v != torch.where(m, v, y), v * 3 - v.float() * 3, s.float() - s,
+                n.float() - n * 1)
+
+    compiled_equals_eager(program, x, m, y)

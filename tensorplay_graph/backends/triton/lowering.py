@@ -175,7 +175,14 @@ def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int)
         return em.emit(var, expr, compute_dtype(tm.dtype), src, per_row=per_row)
     row = RowOps(em, var, src, n, node_meta(args["a"]).dtype, tm.dtype, tm.device_type,
                  node_framework(node))
-    return emit_rule(row, prim.lowering("triton"), {k: ref(v) for k, v in args.items()})
+    result = emit_rule(row, prim.lowering("triton"), {k: ref(v) for k, v in args.items()})
+    if tm.dtype in HALF_FLOATS:
+        # eager's 16-bit softmax / norm / sum is rounded before anything reads it; the row
+        # builders compute in fp32 and only the store rounded, so a reader in the same
+        # kernel saw the fp32 value (``softmax(x) != where(m, softmax(x), y)``, seed 84003764)
+        result = em.emit(f"{var}_rounded", round16_triton(result, tm.dtype),
+                         compute_dtype(tm.dtype), src, per_row=em.per_row.get(result, False))
+    return result
 
 
 def plan_region(region: Any, cache=None) -> List[Step]:
