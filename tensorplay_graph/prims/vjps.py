@@ -181,7 +181,9 @@ def _sigmoid(e, g, out, a):
 
 @rule("relu")
 def _relu(e, g, out, a):
-    return {"a": e.where(e.gt(out, 0), g, 0.0)}
+    # both frameworks zero the gradient where the output is <= 0 and pass it where the
+    # output is NaN (``out > 0`` would drop it there: grad fuzz seed 86000021)
+    return {"a": e.where(e.le(out, 0), 0.0, g)}
 
 
 @rule("silu")

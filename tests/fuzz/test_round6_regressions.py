@@ -45,3 +45,31 @@ def test_torchs_amax_values_are_compared_without_the_sign_of_zero():
                         kinds.setdefault(framework, set()).add(stmt.kind)
     assert kinds.get("torch") and kinds["torch"] <= {"arith"}, kinds
     assert "tensorplay" not in kinds or "exact" in kinds["tensorplay"], kinds
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorplay"])
+def test_relu_passes_the_gradient_where_its_output_is_nan(framework):
+    """grad seed 86000021: ``relu(var(x / nan) + w)``: both frameworks' relu backward zeroes
+    the gradient where the output is <= 0 and passes it where the output is NaN; the VJP
+    rule's ``where(out > 0, g, 0)`` dropped it there (w.grad 0 instead of eager's)."""
+    import numpy as np
+
+    import tensorplay_graph as tpg
+    if framework == "tensorplay":
+        T = pytest.importorskip("tensorplay")
+        relu, tensor = T.relu, T.tensor
+    else:
+        T, relu, tensor = torch, torch.relu, torch.tensor
+
+    def program(x, w):
+        return relu(x + w)
+
+    values = [float("nan"), -1.0, 0.0, 2.0]
+    grads = []
+    for fn in (program, tpg.compile(program, backend="reference")):
+        x = tensor(values)
+        w = tensor([1.5, 0.5, -1.0, 1.0], requires_grad=True)
+        fn(x, w).sum().backward()
+        grads.append(np.asarray(w.grad.tolist()))
+    np.testing.assert_array_equal(grads[1], grads[0])
+    assert grads[0].tolist() == [1.0, 0.0, 0.0, 1.0]  # NaN passes, <= 0 stops
