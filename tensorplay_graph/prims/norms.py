@@ -12,6 +12,7 @@ from typing import Any, Dict
 from ..errors import ShapeError
 from ..ir.meta import TensorMeta
 from . import register
+from .lowering import row_deviations
 from .record import Prim
 from .rules import require_floating, require_meta, wrap_dim
 
@@ -154,9 +155,7 @@ def _affine(row, y: str, weight=None, bias=None) -> str:
 
 def _layer_norm_rows(row, a, normalized_shape, weight=None, bias=None, eps=1e-5):
     x, n = row.float(a), row.literal(float(row.n))
-    mean = row.per_row(f"{row.reduce(x, 'sum', name='sum')} / {n}", name="mean")
-    dev = row.let(f"{x} - {mean}", name="dev")
-    squares = row.reduce(f"{dev} * {dev}", "sum", name="sq")
+    mean, dev, squares = row_deviations(row, x)
     var = row.per_row(f"{squares} / {n}", name="var")
     if row.device_type == "cpu" and row.out_dtype == "float32" and row.n < _CPU_VECTOR_WIDTH:
         # torch's CPU moments merge the empty vector lanes of a short row into its scalar

@@ -14,7 +14,7 @@ import math
 from typing import Any, Dict, Optional
 
 from . import register
-from .lowering import Reduction
+from .lowering import Reduction, row_deviations
 from .record import Prim
 from .rules import category, reduce_meta, require_meta, to_floating
 
@@ -130,12 +130,10 @@ def _ref(fn: str):
 
 
 def _var_rows(row, a, dim=None, correction=1, keepdim=False):
-    """Two passes in registers (mean, then squared deviations): as accurate as eager's Welford."""
+    """Two passes in registers (the mean, then the deviations and their squares, corrected:
+    ``lowering.row_deviations``): as accurate as eager's Welford, exact 0 for a constant row."""
     x = row.float(a)
-    n = row.literal(float(row.n))
-    mean = row.per_row(f"{row.reduce(x, 'sum', name='mean')} / {n}", name="mu")
-    dev = row.let(f"{x} - {mean}", name="dev")
-    squares = row.reduce(f"{dev} * {dev}", "sum", name="sq")
+    squares = row_deviations(row, x)[2]
     # n - correction <= 0 gives inf / nan like eager (x / 0 or 0 / 0).
     denominator = max(row.n - (1 if correction is None else correction), 0)
     return row.per_row(f"{squares} / {row.literal(float(denominator))}")

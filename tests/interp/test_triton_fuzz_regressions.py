@@ -176,3 +176,17 @@ def test_a_rows_result_is_rounded_before_the_kernel_reads_it(dtype):
                 n.float() - n * 1)
 
     compiled_equals_eager(program, x, m, y)
+
+
+def test_constant_rows_have_exact_mean_in_layer_norm_and_var():
+    # seed 85002565: layer_norm of a row of three equal float32 values gave 3.8e-05, not 0
+    # (sum / 3 is an ulp off the value), and ``.to(bool)`` of it True; eager's Welford mean
+    # of a constant row is exact. Rows now take their mean shifted by their first element.
+    values = torch.tensor([0.1, 7.3, 1e30, -3.3, 0.7, 1.1, 2.9, 12.7, 0.3, 5.9])
+    x = values[:, None].expand(10, 3).contiguous()
+
+    def program(x):
+        n = torch.nn.functional.layer_norm(x, (3,))
+        return n, n.to(torch.bool), x.var(dim=-1), x.var(dim=-1) == 0
+
+    compiled_equals_eager(program, x)
