@@ -15,6 +15,7 @@ import numpy as np
 from ..ir.meta import TensorMeta, tensor_meta_of
 from . import register
 from . import extremum_ties as ties
+from . import pointwise_declines as dec
 from . import pointwise_lowerings as low
 from .record import Prim
 from .reference_math import NAMESPACE as _REFERENCE_HELPERS
@@ -80,7 +81,7 @@ def where_meta(cond, a, b):
 
 def clamp_meta(a, min=None, max=None):
     framework = current_framework()
-    if low.tensorplay_scalar_bounds(min, max, framework) or (
+    if dec.tensorplay_scalar_bounds(min, max, framework) or (
             framework == "tensorplay" and not any(is_meta(b) for b in (min, max))):
         # TensorPlay's clamp casts Python-number bounds, and one-element tensor bounds, to the
         # input's dtype: the input's shape and dtype (clamp(int64, -1.0, 2.0) is int64, seed
@@ -157,21 +158,21 @@ _SELF_CONSTANT = frozenset({"self_constant"})
 # arithmetic
 _record("add", signature=add, meta=lambda a, b, alpha=1: promoted(a, b), spellings=_spell("add", op="add"),
         reference=low.add_ref("+"), triton=low.add_tpl("+"), tilelang=low.add_tpl("+"),
-        aliases={"other": "b"}, declines={"reference": low.add_reference_declines})
+        aliases={"other": "b"}, declines={"reference": dec.add_reference_declines})
 _record("sub", signature=sub, meta=lambda a, b, alpha=1: left_scalar_as_tensor(a, b),
         spellings=_spell("sub", op="sub", extra=("torch:subtract",)),
         reference=low.add_ref("-"), triton=low.add_tpl("-"), tilelang=low.add_tpl("-"),
-        aliases={"other": "b"}, declines={"reference": low.add_reference_declines},
+        aliases={"other": "b"}, declines={"reference": dec.add_reference_declines},
         traits=_SELF_CONSTANT)
 _binary("mul", reference="({a} * {b})", triton="({a} * {b})", tilelang="({a} * {b})",
         spell={"op": "mul", "extra": ("torch:multiply",)},
-        declines={"tilelang": low.mul_tilelang_declines}, traits={"torch_opmath_scalar"})
+        declines={"tilelang": dec.mul_tilelang_declines}, traits={"torch_opmath_scalar"})
 _record("div", signature=div, meta=div_meta,
         spellings=_spell("div", op="truediv", extra=("tensorplay:true_divide", "torch:true_divide",
                                                      "method:true_divide", "torch:divide")),
         reference=low.div_ref, triton=low.div_triton, tilelang=low.div_tilelang, aliases={"other": "b"},
         triton_integer=low.div_triton_integer,
-        declines={"triton": low.div_floor_declines, "tilelang": low.div_tilelang_declines},
+        declines={"triton": dec.div_floor_declines, "tilelang": dec.div_tilelang_declines},
         traits={"self_constant", "torch_opmath_scalar"})
 _unary("neg", reference="(-{a})", triton="(-{a})", tilelang="(-{a})", meta=same_dtype,
        spell={"op": "neg", "extra": ("tensorplay:negative", "torch:negative", "method:negative")})
@@ -179,7 +180,7 @@ _unary("abs", reference="np.abs({a})", triton="tl.abs({a})", tilelang=low.TL_ABS
        spell={"op": "abs"})
 _binary("pow", reference=low.pow_ref, triton=low.pow_triton, tilelang="T.pow({a}, {b})",
         meta=left_scalar_as_tensor, spell={"op": "pow"},
-        declines={"triton": low.pow_triton_declines},
+        declines={"triton": dec.pow_triton_declines},
         traits={"transcendental", "tensorplay_opmath_scalar"})
 _EXTREMUM_DECLINES = {"reference": ties.extremum_reference_declines,
                       "triton": ties.extremum_triton_declines}
@@ -208,9 +209,9 @@ _record("clamp", signature=clamp, meta=clamp_meta,
         adapters={"tensorplay:clip": _tensorplay_clip, "tensorplay.method:clip": _tensorplay_clip},
         reference=low.clamp_ref, triton=low.clamp_triton,
         tilelang=low.clamp(low.tl_keep("<"), low.tl_keep(">")),
-        declines={"tilelang": low.clamp_tilelang_declines,
-                  "reference": low.clamp_scalar_bounds_declines,
-                  "triton": low.clamp_kernel_declines})
+        declines={"tilelang": dec.clamp_tilelang_declines,
+                  "reference": dec.clamp_scalar_bounds_declines,
+                  "triton": dec.clamp_kernel_declines})
 
 # transcendental and activations
 _unary("exp", reference="np.exp({a})", triton="tl.exp({a})", tilelang="T.exp({a})",
@@ -243,7 +244,7 @@ _record("gelu", signature=gelu, meta=lambda a, approximate="none": floating(a),
         # Not float64_reference: eager's float32 1 + erf(x / sqrt(2)) cancels to 0 below about
         # -5.6 (gelu(-6) is -0.0), which a correctly rounded result (-6e-9) would not match.
         triton=low.gelu("triton"), tilelang=low.gelu("tilelang"), traits={"transcendental"},
-        declines={"reference": low.gelu_reference_declines, "triton": low.gelu_triton_declines})
+        declines={"reference": dec.gelu_reference_declines, "triton": dec.gelu_triton_declines})
 
 # comparisons and logic
 _COMPARISONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
