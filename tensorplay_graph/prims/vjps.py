@@ -317,7 +317,10 @@ def _mT(e, x):
 def _weight_grad(e, left, right):
     """``left^T @ right`` over all leading dims folded: (..., K)^T @ (..., N) -> (K, N)."""
     k, n = e.shape(left)[-1], e.shape(right)[-1]
-    return e.matmul(e.transpose(e.reshape(left, (-1, k)), 0, 1), e.reshape(right, (-1, n)))
+    lead = e.shape(left)[:-1]
+    # the folded size spelled out: ``-1`` is ambiguous when K or N is 0 (grad seed 88000707)
+    m = math.prod(lead) if all(isinstance(d, int) for d in lead) else -1
+    return e.matmul(e.transpose(e.reshape(left, (m, k)), 0, 1), e.reshape(right, (m, n)))
 
 
 @rule("matmul")

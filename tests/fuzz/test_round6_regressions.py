@@ -73,3 +73,22 @@ def test_relu_passes_the_gradient_where_its_output_is_nan(framework):
         grads.append(np.asarray(w.grad.tolist()))
     np.testing.assert_array_equal(grads[1], grads[0])
     assert grads[0].tolist() == [1.0, 0.0, 0.0, 1.0]  # NaN passes, <= 0 stops
+
+
+def test_a_matmul_over_an_empty_k_trains_compiled():
+    """grad seed 88000707: ``x2 @ x3`` with K = 0, (2, 4, 0) @ (0, 3): the weight gradient's
+    ``reshape(-1, 0)`` is ambiguous (eager raises on it); the folded size is spelled out."""
+    import tensorplay_graph as tpg
+
+    def program(a, b):
+        return a @ b
+
+    grads = []
+    for fn in (program, tpg.compile(program, backend="reference")):
+        a = torch.zeros(2, 4, 0, requires_grad=True)
+        b = torch.zeros(0, 3, requires_grad=True)
+        out = fn(a, b)
+        assert out.shape == (2, 4, 3) and not out.any()
+        (out * torch.arange(24.0).reshape(2, 4, 3)).sum().backward()
+        grads.append((a.grad.shape, b.grad.shape))
+    assert grads[0] == grads[1] == (torch.Size([2, 4, 0]), torch.Size([0, 3]))
