@@ -29,6 +29,10 @@ def test_rows_of_nearly_equal_large_values_are_recognized():
     assert statistics_of_offset_rows(columns, 0)
     assert not statistics_of_offset_rows(columns, -1)
     assert statistics_of_offset_rows(offset, None)  # a full reduction: one row of all
+    # seed 90002244 (E10): -3 ** 50 = -7.2e23 squares past float32's range
+    spread = torch.tensor([[-1.7e-5, -3.5e9, -7.2e23, -4.2e28, -1.0, 5.0, 2.0, 0.5]])
+    assert statistics_of_offset_rows(spread)
+    assert not statistics_of_offset_rows(torch.tensor([[1e18, -1e18, 3.0, float("inf")]]))
 
 
 def test_torchs_amax_values_are_compared_without_the_sign_of_zero():
