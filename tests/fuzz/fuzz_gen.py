@@ -174,6 +174,11 @@ class Generator(NarrowOps):
         recent = names[-4:]
         return self.rng.choice(recent if self.rng.random() < 0.6 else names)
 
+    def pick_with_shape(self) -> Tuple[Optional[str], Tuple[int, ...]]:
+        """``(name, shape)`` of a value :meth:`pick` chose, or ``(None, ())``."""
+        a = self.pick()
+        return (None, ()) if a is None else (a, self.env[a].shape)
+
     def out_name(self) -> str:
         return f"v{len(self.stmts)}"
 

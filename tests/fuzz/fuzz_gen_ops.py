@@ -176,10 +176,9 @@ class NarrowOps:
 
     def op_view(self) -> bool:
         r = self.rng
-        a = self.pick()
+        a, shape = self.pick_with_shape()
         if a is None:
             return False
-        shape = self.env[a].shape
         nd = len(shape)
         choices = ["{0}.contiguous()", "{0}.reshape(-1)", "{0}[..., None]", "{0}.unsqueeze(0)",
                    "{0}.flatten()"]

@@ -20,10 +20,9 @@ def _shape_str(shape) -> str:
 
 def op_layout(g: Any) -> bool:
     r = g.rng
-    a = g.pick()
+    a, shape = g.pick_with_shape()
     if a is None:
         return False
-    shape = g.env[a].shape
     nd = len(shape)
     choices = ["{0}.flip(0)", "T.roll({0}, 1)", f"{{0}}.repeat({', '.join(['2'] + ['1'] * nd)})",
                "F.pad({0}, (1, 2))", f"F.pad({{0}}, (0, 1), value={g.scalar()})"]
