@@ -116,9 +116,8 @@ def aot_inductor_like(model):
 
 def _bytes(meta):
     from tensorplay_graph.ir.meta import TensorMeta
-    from tensorplay_graph.ir.meta import ITEMSIZE
     if isinstance(meta, TensorMeta):
-        return meta.numel * ITEMSIZE.get(meta.dtype, 4)
+        return meta.nbytes
     if isinstance(meta, (tuple, list)):
         return sum(_bytes(m) for m in meta)
     return 0

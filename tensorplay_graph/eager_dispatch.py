@@ -32,7 +32,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Dict, Optional
 
-from .ir.meta import ITEMSIZE, TensorMeta
+from .ir.meta import TensorMeta
 
 #: ``operator`` function -> the TensorPlay method computing the same op.
 TENSORPLAY_METHODS = {
@@ -154,7 +154,7 @@ def _tensorplay_reuse_pays(node: Any, operand: Any, out: TensorMeta) -> bool:
     other = getattr(others[0], "meta", {}).get("tensor_meta")
     if not isinstance(other, TensorMeta):
         return False
-    nbytes = out.numel * ITEMSIZE.get(out.dtype, 8)
+    nbytes = out.nbytes
     if other.shape == out.shape:
         return nbytes >= TENSORPLAY_SAME_SHAPE_BYTES
     return node.target is operator.mul and nbytes >= TENSORPLAY_BROADCAST_BYTES

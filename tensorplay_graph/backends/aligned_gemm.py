@@ -7,8 +7,9 @@ into padded rows through ``out=`` did not help (measured: cuBLAS still saw the o
 as Inductor's ``pad_mm`` does, the weight gets zero rows up to a multiple of 8 outputs (a copy
 of the weight, made inside the call so in-place weight updates and CUDA-graph replays see the
 current values), the product is computed with aligned rows and the first N columns are copied
-out contiguous (row by row: :mod:`.row_copy`): eager's layout, values within bf16 GEMM rounding. Only large float16 / bfloat16
-CUDA linears that no backend claimed change; ``TPG_PAD_LINEARS=0`` turns it off.
+out contiguous (row by row: :mod:`.row_copy`): eager's layout, values within bf16 GEMM
+rounding. Only large float16 / bfloat16 CUDA linears that no backend claimed change;
+``TPG_PAD_LINEARS=0`` turns it off.
 
 Training adds the same problem on the inputs: the LM head's backward multiplies the (8x512,
 50257) logits gradient by the weight (K = 50257: the gradient's rows are misaligned) and its

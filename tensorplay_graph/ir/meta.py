@@ -121,6 +121,12 @@ class TensorMeta:
         return n
 
     @property
+    def nbytes(self) -> int:
+        """Bytes of a contiguous tensor of this shape and dtype (4 per element for a dtype
+        the table lacks)."""
+        return self.numel * ITEMSIZE.get(self.dtype, 4)
+
+    @property
     def device_type(self) -> str:
         return self.device.split(":", 1)[0]
 

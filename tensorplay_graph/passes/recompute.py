@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..ir.effects import is_inplace
-from ..ir.meta import ITEMSIZE
+from ..ir.meta import TensorMeta
 from ..ir.node import map_arg
 
 #: the backends whose regions take recomputed values (their kernels inline views)
@@ -30,15 +30,13 @@ MAX_CHAIN = 32
 
 def _bytes(node: Any) -> int:
     meta = node.meta.get("tensor_meta")
-    if not hasattr(meta, "numel"):
-        return 0
-    return meta.numel * ITEMSIZE.get(meta.dtype, 8)
+    return meta.nbytes if isinstance(meta, TensorMeta) else 0
 
 
 def _cheap(node: Any) -> bool:
     prim = node.meta.get("prim")
     return prim is not None and prim.kind in ("pointwise", "view") and \
-        hasattr(node.meta.get("tensor_meta"), "numel")
+        isinstance(node.meta.get("tensor_meta"), TensorMeta)
 
 
 def _chain(value: Any, region: int) -> Optional[List[Any]]:

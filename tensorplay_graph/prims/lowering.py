@@ -144,7 +144,6 @@ class IndexMap:
     keeps_flat: bool = False
 
 
-
 def row_deviations(row: Any, x: str) -> Tuple[str, str, str]:
     """``(mean, x - mean, sum of (x - mean)^2)`` of row value ``x`` (a Triton row builder's),
     two passes: ``sum(x) / n``, then the squared deviations. A constant row (max == min,

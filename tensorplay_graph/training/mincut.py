@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..ir import Graph, GraphModule
-from ..ir.meta import ITEMSIZE, TensorMeta
+from ..ir.meta import TensorMeta
 from ..ir.node import Node
 from .joint import JointGraph
 from .opaque import tape_value
@@ -50,7 +50,7 @@ class SplitProgram:
 def _bytes(node: Node) -> int:
     meta = node.meta.get("tensor_meta")
     if isinstance(meta, TensorMeta):
-        return max(meta.numel * ITEMSIZE.get(meta.dtype, 4), 1)
+        return max(meta.nbytes, 1)
     return 1  # ints, tapes: saving them is free
 
 
