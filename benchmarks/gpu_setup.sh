@@ -13,4 +13,7 @@ mkdir -p "$dist"
 printf 'Metadata-Version: 2.1\nName: tensorplay_graph\nVersion: 0.1.0\n' > "$dist/METADATA"
 sed -n '/^\[project.entry-points.tensorplay_compiler_backends\]/,$p' pyproject.toml \
   | sed -n '/^\[project.entry-points/{s/project.entry-points.//;p;n;p}' | tr -d '"' > "$dist/entry_points.txt"
+# Bytecode for the checkout, as `pip install` writes for an installed package: a warm-start
+# process should not compile our sources again (the device's copy may not keep __pycache__).
+python3 -m compileall -q -j 0 tensorplay_graph > /dev/null || true
 export PYTHONPATH="$site:$PWD" TILELANG_CACHE_DIR="/tmp/tlcache_$$" HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1

@@ -9,7 +9,8 @@ Modes: ``eager``, ``inductor`` (torch.compile), ``ours_dynamo`` (torch.compile(b
 joint graph from the prims' VJP rules; forward and backward replayed through CUDA graphs when
 safe), ``ours_nographs`` (the same with ``options={"cuda_graphs": False}``). Each row: the loss and the worst parameter gradient
 against eager (relative to that gradient's largest magnitude), first step seconds, steady ms
-(median of CUDA-event timings) and the peak ``torch.cuda.max_memory_allocated`` of one step.
+(median of CUDA-event timings) and one step's memory: peak allocated, allocated after the
+forward, and peak reserved (CUDA graph pools hold their intermediates as reserved memory).
 Rows print as JSON lines and go to <out>/training_gpu.json after every row (the loop over modes:
 ``bench_modes.py``, shared with ``models_gpu.py``).
 """
@@ -74,15 +75,24 @@ def grads(model):
             if p.grad is not None}
 
 
-def peak_bytes(fn, model, ids):
+def memory_gb(fn, model, ids):
+    """One step's peak allocated bytes, the bytes allocated right after its forward (what the
+    backward keeps alive), and the peak the process reserved (a CUDA graph's private pool holds
+    its intermediates as reserved, not allocated, memory), in GB."""
     if DEVICE == "cpu":
-        return 0
+        return {"peak_gb": 0.0}
     model.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
+    torch.cuda.empty_cache()  # reserved: this mode's own, not the cache left by earlier modes
     torch.cuda.reset_peak_memory_stats()
-    step(fn, model, ids)
+    loss = fn(ids, labels=ids).loss
     torch.cuda.synchronize()
-    return torch.cuda.max_memory_allocated()
+    after_forward = torch.cuda.memory_allocated()
+    loss.backward()
+    torch.cuda.synchronize()
+    return {"peak_gb": round(torch.cuda.max_memory_allocated() / 2**30, 3),
+            "after_forward_gb": round(after_forward / 2**30, 3),
+            "peak_reserved_gb": round(torch.cuda.max_memory_reserved() / 2**30, 3)}
 
 
 def run_model(name, modes, results, out_dir, meta):
@@ -102,7 +112,7 @@ def run_model(name, modes, results, out_dir, meta):
             if n in got else float("inf") for n, g in ref.items())
         row["ok"] = bool(row["grad_rel_err"] <= TOLERANCE and row["loss_err"] <= 1e-2)
         row["ms"] = round(median_ms(lambda: step(fn, model, ids), reps=20, device=DEVICE), 3)
-        row["peak_gb"] = round(peak_bytes(fn, model, ids) / 2**30, 3)
+        row.update(memory_gb(fn, model, ids))
         explain = getattr(fn, "explain", None)
         if explain is not None:
             lines = [line.strip() for line in explain().splitlines()]
@@ -128,7 +138,10 @@ def _ratios(results, name):
         return
     for r in results:
         if r["model"] == name and "ms" in r:
-            r["peak_vs_inductor"] = round(r["peak_gb"] / max(base["inductor"]["peak_gb"], 1e-9), 3)
+            for key in ("peak_gb", "peak_reserved_gb"):
+                if key in r and key in base["inductor"]:
+                    r[key.replace("_gb", "_vs_inductor")] = round(
+                        r[key] / max(base["inductor"][key], 1e-9), 3)
 
 
 def main():
