@@ -181,13 +181,14 @@ def choose_backends(device: str) -> List[str]:
 
 def build_runner(gm: Any, example_inputs: Sequence[Any], *, backends: BackendSpec = AUTO,
                  options: Optional[Dict[str, Any]] = None,
-                 shape_generic: Optional[bool] = None) -> GraphRunner:
+                 shape_generic: Optional[bool] = None, graph_pool: Any = None) -> GraphRunner:
     """A :class:`GraphRunner` for a captured/imported GraphModule.
 
     Lowering is deferred to the first call that does not need autograd; its
     inputs stand in as example inputs for the pipeline. ``shape_generic``
     (default: whether ``gm`` records symbolic sizes) lowers a copy of ``gm`` per
-    concrete input signature instead of once (:mod:`.dynamic_shapes`).
+    concrete input signature instead of once (:mod:`.dynamic_shapes`). ``graph_pool``: the
+    CUDA-graph memory pool it shares with other programs (:mod:`.backends.cuda_graph_pool`).
     """
     from .dynamic_shapes import DEFAULT_SHAPE_CACHE, ShapeSpecializingProgram, is_symbolic_graph
     from .dynamic_shapes import specialize
@@ -211,7 +212,8 @@ def build_runner(gm: Any, example_inputs: Sequence[Any], *, backends: BackendSpe
         shape_generic = is_symbolic_graph(gm)
     if not shape_generic:
         def lower(args: tuple) -> Callable[..., Any]:
-            return _warn_if_unclaimed(lower_graph(copy_graph_module(gm), args, names, options),
+            return _warn_if_unclaimed(lower_graph(copy_graph_module(gm), args, names, options,
+                                                  graph_pool=graph_pool),
                                       explicit if requested_explicitly else [])
 
         def train(args: tuple) -> Any:
@@ -229,10 +231,12 @@ def build_runner(gm: Any, example_inputs: Sequence[Any], *, backends: BackendSpe
 
 
 def lower_graph(gm: Any, example_inputs: Sequence[Any], backends: Sequence[str],
-                options: Dict[str, Any], dynamic: bool = False) -> Callable[..., Any]:
+                options: Dict[str, Any], dynamic: bool = False,
+                graph_pool: Any = None) -> Callable[..., Any]:
     """Run the pass pipeline (normalize ... cleanup) and return the executable module
-    (replayed through CUDA graphs where :func:`.backends.cuda_graphs.decide` finds it safe;
-    ``dynamic``: one of many sizes of a shape-generic program)."""
+    (replayed through CUDA graphs where :func:`.backends.cuda_graphs.decide` finds it safe,
+    captured into ``graph_pool`` when given; ``dynamic``: one of many sizes of a
+    shape-generic program)."""
     from .passes.pipeline import PLANNING_PASSES, compile_graph
     backend_options = {name: dict(opts) for name, opts in options.get("backend_options", {}).items()}
     if "gemm" in options:
@@ -250,7 +254,8 @@ def lower_graph(gm: Any, example_inputs: Sequence[Any], backends: Sequence[str],
     from .backends.cuda_graphs import wrap
     from .backends.gemm_choice import module_choices
     choices = module_choices(module)
-    module = wrap(module, example_inputs, options.get("cuda_graphs"), dynamic=dynamic)
+    module = wrap(module, example_inputs, options.get("cuda_graphs"), dynamic=dynamic,
+                  pool=graph_pool)
     if choices:
         try:
             module.gemm_choices = choices  # for CompiledFunction.explain()

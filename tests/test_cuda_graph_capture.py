@@ -65,7 +65,7 @@ def test_capture_reads_inputs_laid_out_as_the_caller_passed_them():
 
     class Recording(CpuGraphs):
         @staticmethod
-        def capture(fn, args):
+        def capture(fn, args, pool=None):
             seen.append([(a.stride(), a.storage_offset()) for a in args])
             return CpuGraphs.capture(fn, args)
 
@@ -86,7 +86,7 @@ class FailingCapture(CpuGraphs):
     does), then ``capture_end`` fails with the error that ended the real H200 captures."""
 
     @staticmethod
-    def capture(fn, args):
+    def capture(fn, args, pool=None):
         node = next(n for n in fn.graph.nodes if hasattr(n.target, "fn") and
                     hasattr(n.target, "launch"))
         kernel, launch = node.target, node.target.fn

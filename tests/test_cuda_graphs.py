@@ -28,24 +28,36 @@ def _tensors(value):
 
 
 class CpuGraphs:
-    """A CPU stand-in for TorchGraphs: replay overwrites the captured outputs in place."""
+    """A CPU stand-in for TorchGraphs: replay overwrites the captured outputs in place.
+
+    A shared pool is a list of its graphs in capture order; replaying one overwrites the
+    outputs of every graph captured after it in the pool (NaN / -1234567), as the real pool
+    does: a later graph's buffers lie in blocks this one freed for its intermediates."""
 
     is_tensor = staticmethod(lambda v: isinstance(v, torch.Tensor))
     warm_up = staticmethod(lambda fn, args: fn(*args))
     storage_uses = staticmethod(TorchGraphs.storage_uses)
+    pool_handle = staticmethod(list)
 
     @staticmethod
-    def capture(fn, args):
+    def capture(fn, args, pool=None):
         # A real graph holds no reference to the tensors it reads, only their addresses
         # (the runner keeps that memory alive): so does the stand-in.
         out = fn(*args)
         args = [_address(a) if isinstance(a, torch.Tensor) else (lambda v=a: v) for a in args]
-        return {"fn": fn, "args": args, "outs": _tensors(out)}, out
+        graph = {"fn": fn, "args": args, "outs": _tensors(out), "pool": pool}
+        if pool is not None:
+            pool.append(graph)
+        return graph, out
 
     @staticmethod
     def replay(graph):
         for static, new in zip(graph["outs"], _tensors(graph["fn"](*[a() for a in graph["args"]]))):
             static.copy_(new)
+        pool = graph["pool"]
+        for later in pool[pool.index(graph) + 1:] if pool is not None else ():
+            for out in later["outs"]:
+                out.fill_(float("nan") if out.is_floating_point() else -1234567)
 
 
 def _address(t):
@@ -67,8 +79,8 @@ def plan_on_cpu(monkeypatch, ops) -> None:
     decide_cpu = cuda_graphs.decide
 
     class Runner(cuda_graphs.CudaGraphRunner):
-        def __init__(self, fn, reason=cuda_graphs.ON, ops_=None):
-            super().__init__(fn, reason, ops=ops)
+        def __init__(self, fn, reason=cuda_graphs.ON, ops_=None, pool=None):
+            super().__init__(fn, reason, ops=ops, pool=pool)
 
     monkeypatch.setattr(cuda_graphs, "decide", lambda module, inputs, option=None,
                         dynamic=False, device="cuda": decide_cpu(module, inputs, option, dynamic,
@@ -194,7 +206,9 @@ def test_held_outputs_are_never_overwritten(hold):
         got = run(x2, w)
         assert torch.equal(got[0], program(x2, w)[0])
         assert torch.equal(_tensors(held)[0], keep), "a held output was overwritten"
-    assert run.state == "graph, copying outputs"
+        del got
+    # only what the caller kept is copied from then on
+    assert run.state == f"graph, copying {2 if hold == 'structure' else 1} of 2 outputs"
 
 
 def test_static_input_moving_recaptures():
@@ -244,7 +258,7 @@ def test_outputs_inside_dicts_are_watched_too():
     x.copy_(torch.randn(4, 8))  # same storage: read in place, so only the held output differs
     got = run(x, w)
     assert torch.equal(got["logits"], x * w) and torch.equal(held["logits"], keep)
-    assert run.state == "graph, copying outputs" and got["extra"][0] is None
+    assert run.state == "graph, copying 2 of 2 outputs" and got["extra"][0] is None
 
 
 def test_unknown_output_containers_run_without_graphs():

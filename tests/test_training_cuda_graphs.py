@@ -116,12 +116,51 @@ def test_gradients_go_to_grad_without_a_copy(cpu_graphs, monkeypatch, hold):
     buffers = {o.untyped_storage().data_ptr() for o in backward._outs if torch.is_tensor(o)}
     in_buffers = [p.grad.untyped_storage().data_ptr() in buffers for p in model.parameters()]
     if hold:
-        assert backward.state == "graph, copying outputs" and not any(in_buffers)
+        assert backward.state.startswith("graph, copying") and not any(in_buffers)
     else:
-        assert backward.state == "graph" and all(in_buffers)
+        assert backward.state == "graph, memory pool shared across the training step" and \
+            all(in_buffers)
     for step, grads in enumerate(kept + [{n: p.grad for n, p in model.named_parameters()}]):
         for name, grad in grads.items():
             torch.testing.assert_close(grad, want[name], rtol=1e-5, atol=1e-6, msg=f"{name} {step}")
+
+
+@pytest.mark.parametrize("zero_grad", ["before forward", "after forward"])
+def test_forward_and_backward_share_one_pool_while_no_gradient_is_held(
+        cpu_graphs, monkeypatch, caplog, zero_grad):
+    """The backward graph is captured into the forward's memory pool, so its gradients lie
+    where the forward writes its intermediates (the stand-in overwrites them with NaN on every
+    forward replay). With gradients dropped before the forward, both keep sharing; with
+    ``zero_grad`` after the forward, last step's ``.grad`` is still held when the forward
+    runs: the forward leaves the pool (a private capture) and no gradient is overwritten."""
+    runners = _recorded_runners(monkeypatch)
+    torch.manual_seed(0)
+    model, (ids, labels) = TinyLM(), _data()
+    model(ids, labels).backward()
+    want = _grads(model)
+    compiled = tpg.compile(model, options={"backends": ["reference"]})
+    with caplog.at_level(logging.INFO, logger="tensorplay_graph.perf_hints"):
+        for step in range(6):
+            if zero_grad == "before forward":
+                model.zero_grad(set_to_none=True)
+            loss = compiled(ids, labels)
+            if zero_grad == "after forward":
+                model.zero_grad(set_to_none=True)
+            loss.backward()
+            for name, p in model.named_parameters():
+                torch.testing.assert_close(p.grad, want[name], rtol=1e-5, atol=1e-6,
+                                           msg=f"{name} (step {step})")
+    forward, backward = [r for r in runners if r.replays]
+    shared = "memory pool shared across the training step"
+    left = [r for r in caplog.records if "shared memory pool are still held" in r.getMessage()]
+    # the loop's ``loss`` outlives the next call: that one output is copied, no activation
+    assert forward.state.startswith("graph, copying 1 of ")
+    if zero_grad == "before forward":
+        assert forward.state.endswith(shared) and backward.state.endswith(shared)
+        assert not left
+    else:
+        assert not forward.state.endswith(shared) and backward.state.endswith(shared)
+        assert len(left) == 1
 
 
 class WithLogits(TinyLM):
@@ -137,19 +176,40 @@ class WithLogits(TinyLM):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1)), logits
 
 
-def test_an_unused_outputs_zero_gradient_is_made_once_and_read_in_place(cpu_graphs, caplog):
+class WithScaled(WithLogits):
+    """Also returns ``2 * logits``, which no loss term reads: its tangent feeds a VJP (a mul),
+    not an accumulating add, so the specialized backward still takes it as zeros."""
+
+    def forward(self, ids, labels):
+        loss, logits = super().forward(ids, labels)
+        return loss, logits, logits * 2.0
+
+
+@pytest.mark.parametrize("model_class", [WithLogits, WithScaled])
+def test_unused_outputs_gradients_are_dropped_or_made_once(cpu_graphs, caplog, monkeypatch,
+                                                           model_class):
+    """Eager runs no backward for an output the loss did not use: the backward specialized for
+    the used outputs has no input for the logits' gradient (no zero tensor of the logits' size
+    read per step); one it cannot drop is a zero tensor made once and read in place."""
+    from tensorplay_graph.training.step import CompiledTraining
+    zeros = []
+    make = CompiledTraining.zeros
+    monkeypatch.setattr(CompiledTraining, "zeros",
+                        lambda self, meta: zeros.append(tuple(meta.shape)) or make(self, meta))
     torch.manual_seed(0)
-    model, (ids, labels) = WithLogits(), _data()
+    model, (ids, labels) = model_class(), _data()
     model(ids, labels)[0].backward()
     want = _grads(model)
     compiled = tpg.compile(model, options={"backends": ["reference"]})
     with caplog.at_level(logging.INFO, logger="tensorplay_graph.compile"):
         for _ in range(5):
-            loss, logits = compiled(ids, labels)
-            loss.backward()
-            del loss, logits
+            out = compiled(ids, labels)
+            out[0].backward()
+            del out
             for name, grad in _grads(model).items():
                 torch.testing.assert_close(grad, want[name], rtol=1e-5, atol=1e-6, msg=name)
     captured = [r.getMessage() for r in caplog.records if "cuda graphs: captured" in r.getMessage()]
     copied = [int(re.search(r"(\d+) copied in", m).group(1)) for m in captured]
-    assert copied == [0, 1], captured  # the logits' zero gradient is not among the copies
+    assert copied == [0, 1], captured  # a zero gradient is not among the copies
+    logits = (ids.numel() // ids.shape[1], ids.shape[1], model.head.out_features)
+    assert zeros == ([] if model_class is WithLogits else [logits] * 5)

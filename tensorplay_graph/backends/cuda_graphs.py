@@ -16,15 +16,18 @@ incoming gradient) moves on a later call, and is copied in from the start; when 
 one more warm-up and call 3 captures (a backward's inputs are the forward graph's buffers only
 from the forward's capture on); inputs that moved again are copied into
 private buffers before each replay; call-time caches the program reads (a channels_last conv
-weight: ``refresh_for_replay``) are brought up to date before each replay. Outputs behave like eager outputs: a caller still holding
-the previous call's result (the tensor or a view of it) never sees it overwritten: the buffers
-it holds are left to it, the program is captured again (a new memory pool) and from then on each
-call returns copies out of the graph's pool. While nobody holds the previous result, the
-graph's own output buffers are returned (no copy), as new tensor objects each call, so a
-caller can own one outright (autograd moves an unshared gradient into ``.grad`` uncopied). A reference held only from C++ (a DLPack
-capsule) is not seen: keep a Python reference, or turn graphs off. The graph's memory pool
-(the program's intermediates and outputs) stays allocated while the compiled program lives,
-and one runner is not meant to be called from two threads at once.
+weight: ``refresh_for_replay``) are brought up to date before each replay.
+
+Outputs behave like eager outputs: a caller still holding one of the previous call's outputs
+(the tensor or a view of it) never sees it overwritten: the buffers it holds are left to it,
+the program is captured again (new buffers) and from then on each call returns copies of the
+outputs the caller kept (a training loop's ``loss``), the graph's own buffers for the rest.
+Those are returned as new tensor objects each call, so a caller can own one outright
+(autograd moves an unshared gradient into ``.grad`` uncopied). A reference held only from C++
+(a DLPack capsule) is not seen: keep a Python reference, or turn graphs off. The graph's
+memory pool (the program's intermediates and outputs) stays allocated while the compiled
+program lives -- shared between a training step's forward and backward graphs
+(:mod:`.cuda_graph_pool`) -- and one runner is not meant to be called from two threads at once.
 
 A capture first runs the program once more on its own stream with the capture's arguments
 (lazy work -- a new Triton specialization's compile and module load -- stays outside it) and
@@ -53,14 +56,15 @@ hints = logging.getLogger("tensorplay_graph.perf_hints")
 MAX_RECAPTURES = 2
 
 def wrap(module: Any, example_inputs: Sequence[Any], option: Optional[bool] = None,
-         dynamic: bool = False) -> Any:
+         dynamic: bool = False, pool: Any = None) -> Any:
     """``module`` in a :class:`CudaGraphRunner` when :func:`decide` says so; the decision is
     logged (INFO on ``compile`` when on, on ``perf_hints`` when the default left them off)
-    and kept as ``.cuda_graphs`` on what is returned."""
+    and kept as ``.cuda_graphs`` on what is returned. ``pool``: a
+    :class:`~.cuda_graph_pool.SharedPool` to capture into (a training step's two halves)."""
     use, why = decide(module, example_inputs, option, dynamic)
     if use:
         log.info("cuda graphs %s", why)
-        return CudaGraphRunner(module, reason=why)
+        return CudaGraphRunner(module, reason=why, pool=pool)
     (log if option else hints).info("cuda graphs %s", why)
     try:
         module.cuda_graphs = why
@@ -89,11 +93,16 @@ class TorchGraphs:
         return out
 
     @staticmethod
-    def capture(fn: Callable[..., Any], args: Sequence[Any]) -> Tuple[Any, Any]:
+    def pool_handle() -> Any:
+        return _torch().cuda.graph_pool_handle()
+
+    @staticmethod
+    def capture(fn: Callable[..., Any], args: Sequence[Any], pool: Any = None) -> Tuple[Any, Any]:
         """A run of ``fn`` on the capture's own stream and arguments, then the capture: what
         is lazy on first use (a new kernel specialization: Triton's module load, a per-stream
         cuBLAS workspace) happens outside it. ``thread_local``: other threads' calls cannot
-        invalidate it."""
+        invalidate it. ``pool``: a handle shared with other graphs (:mod:`.cuda_graph_pool`),
+        else the graph's own private pool."""
         torch = _torch()
         device = next(a.device for a in args if is_cuda_tensor(a))
         with torch.cuda.device(device):  # the inputs' device, whichever is current
@@ -102,7 +111,8 @@ class TorchGraphs:
             with torch.cuda.stream(stream):
                 fn(*args)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
+            with torch.cuda.graph(graph, pool=pool, stream=stream,
+                                  capture_error_mode="thread_local"):
                 out = fn(*args)
         graph.tpg_device = device.index if device.index is not None else \
             torch.cuda.current_device()
@@ -154,12 +164,15 @@ class CudaGraphRunner:
 
     One runner serves one input signature: its caller (``CompiledFunction`` / Dynamo) guards
     shapes, strides and dtypes. See the module docstring for the input and output contract.
-    ``state`` is ``"warm-up"``, ``"graph"``, ``"graph, copying outputs"`` or ``"off: why"``.
+    ``state`` is ``"warm-up"``, ``"graph"``, ``"graph, copying K of N outputs"`` or
+    ``"off: why"``.
     """
 
-    def __init__(self, fn: Callable[..., Any], reason: str = ON, ops: Any = TorchGraphs) -> None:
+    def __init__(self, fn: Callable[..., Any], reason: str = ON, ops: Any = TorchGraphs,
+                 pool: Any = None) -> None:
         self.fn = fn
         self.ops = ops
+        self._pool = pool  # a SharedPool this runner's first capture joins, or None
         self.reason = reason
         self.captures = 0
         self.replays = 0
@@ -172,7 +185,7 @@ class CudaGraphRunner:
         self._same: List[int] = []                      # first output index of each output
         self._spec: Any = None
         self._baseline: List[Tuple[int, int]] = []
-        self._copy_out = False
+        self._copy_out: set = set()  # output positions handed out as copies
         self._rewarmed = False
         #: why the last capture failed: {"text", "node", "kernels", "error", "final"}
         self.capture_failure: Optional[Dict[str, Any]] = None
@@ -208,15 +221,22 @@ class CudaGraphRunner:
         for slot, ptr in self._static:
             if args[slot].data_ptr() != ptr:
                 return self._recapture(args, f"input {slot} moved to new storage")
-        if not self._copy_out and not self._outputs_free():
-            # The caller owns the graph's output buffers now: a new graph (its own pool)
-            # from here on, whose outputs are only ever handed out as copies.
-            self._copy_out = True
+        held = self._held_outputs()
+        if held:
+            # The caller owns those output buffers now: a new graph (new buffers) from here
+            # on, which hands out copies of the outputs the caller keeps (a training loop's
+            # ``loss`` from the last step) and its own buffers for the rest.
+            self._copy_out |= held
             self._graph, self._outs = None, []
-            hints.info("cuda graphs: the caller still holds the previous call's outputs; "
-                       "capturing again and copying outputs out of the graph's pool from now on "
-                       "(drop the previous result before calling again to avoid the copy)")
+            hints.info("cuda graphs: the caller still holds %d of the previous call's outputs; "
+                       "capturing again and copying those out of the graph's pool from now on "
+                       "(drop the previous result before calling again to avoid the copy)",
+                       len(held))
             return self._capture(args, [slot for slot, _ in self._private])
+        if self._pool is not None:
+            holder = self._pool.holder(self)
+            if holder is not None:
+                return self._leave_pool(args, holder)
         for cache in self._refresh:
             if not cache.refresh_for_replay():
                 return self._recapture(args, "a cached channels_last weight was replaced")
@@ -239,6 +259,11 @@ class CudaGraphRunner:
         return self.ops.warm_up(self.fn, args)
 
     def _capture(self, args: tuple, moved: Sequence[int] = ()) -> Any:
+        pool = self._pool
+        if pool is not None and self.captures and not pool.is_last(self):
+            # a recapture stays in the pool only where no later graph allocated around it
+            pool.leave(self)
+            self._pool = pool = None
         static, private, capture_args = [], [], list(args)
         for slot, value in enumerate(args):
             if not self.ops.is_tensor(value):
@@ -250,7 +275,8 @@ class CudaGraphRunner:
                 private.append((slot, buffer))
                 capture_args[slot] = buffer
         try:
-            graph, out = self.ops.capture(self.fn, capture_args)
+            graph, out = self.ops.capture(self.fn, capture_args) if pool is None else \
+                self.ops.capture(self.fn, capture_args, pool=pool.handle(self.ops))
         except Exception as exc:  # e.g. an op that synchronizes with the host
             self.capture_failure = capture_failure(exc, self.fn)
             return self._off(args, f"capture failed {self.capture_failure['text']}", warn=True)
@@ -276,7 +302,13 @@ class CudaGraphRunner:
         self._spec = spec
         del leaves
         self.captures += 1
-        self.state = "graph, copying outputs" if self._copy_out else "graph"
+        self.state = "graph"
+        if self._copy_out:
+            tensors = sum(1 for v in self._outs if self.ops.is_tensor(v))
+            self.state += f", copying {len(self._copy_out)} of {tensors} outputs"
+        if pool is not None:
+            pool.join(self)
+            self.state += f", memory pool shared across the {pool.name}"
         self._baseline = [self._uses(i) for i in range(len(self._outs))]
         log.info("cuda graphs: captured (%d input(s) read in place, %d copied in per call)",
                  len(static), len(private))
@@ -295,7 +327,19 @@ class CudaGraphRunner:
         log.info("cuda graphs: %s; capturing again with it copied in", why)
         return self._capture(args, moved)
 
+    def _leave_pool(self, args: tuple, holder: Any) -> Any:
+        hints.info("cuda graphs: results of a later graph in the %s's shared memory pool are "
+                   "still held (gradients kept in .grad across steps?); capturing this graph "
+                   "again in a private pool (drop them before the next call -- "
+                   "zero_grad(set_to_none=True) before the forward -- to keep sharing)",
+                   self._pool.name)
+        self._graph, self._outs = None, []
+        return self._capture(args, [slot for slot, _ in self._private])
+
     def _off(self, args: tuple, why: str, warn: bool = False) -> Any:
+        if self._pool is not None:
+            self._pool.leave(self)
+            self._pool = None
         self.state = f"off: {why}"
         self._graph, self._outs = None, []
         (log.warning if warn else log.info)("cuda graphs %s; running without them", self.state)
@@ -313,13 +357,19 @@ class CudaGraphRunner:
             return (0, 0)
         return sys.getrefcount(leaf), self.ops.storage_uses(leaf)
 
-    def _outputs_free(self) -> bool:
-        """No tensor (or view) handed out by the last replay is still referenced elsewhere."""
-        for i, (refs, uses) in enumerate(self._baseline):
+    def _held_outputs(self) -> set:
+        """Positions of the graph's output buffers that a tensor (or view) handed out by the
+        last replay still references (outputs handed out as copies never count)."""
+        held = set()
+        for i, (refs, uses) in enumerate(self._baseline[:len(self._outs)]):
             now_refs, now_uses = self._uses(i)
             if now_refs > refs or now_uses > uses:
-                return False
-        return True
+                held.add(i)
+        return held
+
+    def outputs_free(self) -> bool:
+        """No tensor (or view) handed out by the last replay is still referenced elsewhere."""
+        return not self._held_outputs()
 
     def _alias(self, value: Any) -> Any:
         """A new tensor object on ``value``'s memory (``value`` itself when it is not a
@@ -329,10 +379,9 @@ class CudaGraphRunner:
         return value.detach()
 
     def _result(self) -> Any:
-        if self._copy_out:
-            leaves = [v.clone() if self.ops.is_tensor(v) else v for v in self._outs]
-        else:
-            leaves = [self._alias(v) for v in self._outs]
+        copy = self._copy_out
+        leaves = [v.clone() if i in copy and self.ops.is_tensor(v) else self._alias(v)
+                  for i, v in enumerate(self._outs)]
         # an output returned twice is one tensor twice, as in eager
         leaves = [leaves[j] for j in self._same]
         return _rebuild(self._spec, iter(leaves))

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..backends.cuda_graph_pool import SharedPool
 from ..frameworks import adapter_for, is_tensor
 from ..ir.node import map_aggregate
 from .opaque import Slot
@@ -46,6 +47,7 @@ def build_training(captured: Any, args: Sequence[Any], backends: Sequence[str],
     """A :class:`CompiledTraining` for ``captured`` called with ``args``, or an
     :class:`EagerTraining` with the reason it cannot be."""
     from ..compiler import build_runner
+    from .dead_tangents import drop_dead_tangents
     from .joint import NeedsEager, build_joint
     from .mincut import split_joint
     try:
@@ -61,12 +63,25 @@ def build_training(captured: Any, args: Sequence[Any], backends: Sequence[str],
     report.saved = split.saved
     report.saved_bytes = split.saved_bytes
     report.recomputed = split.recomputed
-    forward = build_runner(split.forward, (), backends=list(backends), options=options)
-    backward = build_runner(split.backward, (), backends=list(backends), options=options)
+    # one CUDA-graph pool: the backward's memory reuses the forward's freed intermediates
+    pool = SharedPool("training step")
+    forward = build_runner(split.forward, (), backends=list(backends), options=options,
+                           graph_pool=pool)
+    backward = build_runner(split.backward, (), backends=list(backends), options=options,
+                            graph_pool=pool)
     report.attach("forward", forward, split.forward)
     report.attach("backward", backward, split.backward)
     _remember(report)
-    return CompiledTraining(captured, joint, forward, backward, report, split.saved_primals)
+
+    def specialize(dead: Sequence[int]) -> Any:
+        """The backward for outputs ``dead`` the loss did not use, and the tangents it takes."""
+        graph, kept = drop_dead_tangents(split.backward, len(split.saved), dead)
+        runner = build_runner(graph, (), backends=list(backends), options=options,
+                              graph_pool=pool)
+        report.attach("backward", runner, graph)
+        return runner, kept
+    return CompiledTraining(captured, joint, forward, backward, report, split.saved_primals,
+                            specialize)
 
 
 def _remember(report: TrainingProgram) -> None:
@@ -123,16 +138,15 @@ def _backward(ctx: Any, *grads: Any) -> Any:
     program: CompiledTraining = ctx.program
     tensors, others = iter(ctx.saved_tensors), iter(ctx.others)
     saved = [next(tensors) if is_tensor_slot else next(others) for is_tensor_slot in ctx.layout]
-    tangents, live = [], 0
-    for i in program.joint.differentiable:
+    live = sum(1 << i for i in program.joint.differentiable if grads[i] is not None)
+    backward, kept = program.backward_for(live)
+    tangents = []
+    for position in kept:
+        i = program.joint.differentiable[position]
         grad = grads[i]
-        if grad is None:
-            meta = program.joint.outputs[i].meta["tensor_meta"]
-            grad = program.zeros(meta)
-        else:
-            live |= 1 << i
-        tangents.append(grad)
-    found = iter(program.backward(*saved, *tangents))
+        tangents.append(program.zeros(program.joint.outputs[i].meta["tensor_meta"])
+                        if grad is None else grad)
+    found = iter(backward(*saved, *tangents))
     out: List[Optional[Any]] = [None]  # the program argument
     for grad, reach in zip(program.joint.grads, program.reaches):
         value = None if grad is None else next(found)
@@ -147,13 +161,18 @@ class CompiledTraining:
     compiled = True
 
     def __init__(self, captured: Any, joint: Any, forward: Any, backward: Any,
-                 report: TrainingProgram, saved_primals: Optional[Dict[int, int]] = None
-                 ) -> None:
+                 report: TrainingProgram, saved_primals: Optional[Dict[int, int]] = None,
+                 specialize: Optional[Callable[[Sequence[int]], Any]] = None) -> None:
         self.captured, self.joint = captured, joint
         #: positions of the backward's saved inputs that are the call's own inputs
         self.saved_primals = dict(saved_primals or {})
         self.saved_count = len(report.saved)
         self.forward, self.backward, self.report = forward, backward, report
+        every = list(range(len(joint.differentiable)))
+        full = sum(1 << i for i in joint.differentiable)
+        #: per mask of the outputs the loss used: (backward runner, tangent positions it takes)
+        self._backwards: Dict[int, Tuple[Any, List[int]]] = {full: (backward, every)}
+        self._specialize = specialize
         self.differentiable = frozenset(joint.differentiable)
         self._function = _function(joint.framework)
         self._adapter = adapter_for(joint.framework)
@@ -165,6 +184,16 @@ class CompiledTraining:
         self.marks_outputs = joint.framework == "torch"
         self._fixed = [i for i in range(len(joint.outputs)) if i not in self.differentiable]
         self.reaches = _reaches(joint)
+
+    def backward_for(self, live: int) -> Tuple[Any, List[int]]:
+        """The backward runner for the outputs in bit mask ``live`` (those the loss used)
+        and the positions of the tangents it takes; one specialization per mask."""
+        found = self._backwards.get(live)
+        if found is None:
+            dead = [p for p, i in enumerate(self.joint.differentiable) if not live >> i & 1]
+            found = self._backwards[live] = self._specialize(dead) if self._specialize \
+                else self._backwards[sum(1 << i for i in self.joint.differentiable)]
+        return found
 
     def track(self, ctx: Any) -> None:
         self._contexts.append(weakref.ref(ctx))

@@ -24,9 +24,6 @@ log = logging.getLogger(__name__)
 
 _THREAD: Optional[threading.Thread] = None
 _LOCK = threading.Lock()
-#: modules that may hold ``triton_key`` by name (it moved between Triton versions)
-_HOLDERS = ("triton.runtime.cache", "triton.compiler.compiler", "triton.runtime.autotuner",
-            "triton.runtime.jit")
 
 
 def _key_function() -> Optional[Callable[[], str]]:
@@ -59,18 +56,31 @@ def _store_path() -> str:
     return os.path.join(str(default_cache_dir()), "triton_key.json")
 
 
+def _holders() -> List[Any]:
+    """Triton's modules that may hold ``triton_key`` by name (it moved between versions)."""
+    found = []
+    try:
+        from triton.runtime import cache
+        found.append(cache)
+        from triton.compiler import compiler
+        found.append(compiler)
+        from triton.runtime import autotuner, jit
+        found += [autotuner, jit]
+    except ImportError:
+        pass
+    return found
+
+
 def _install(key: str) -> None:
     """``triton_key`` returns ``key`` in this process, wherever Triton looks it up (a module
     imported later takes the name from ``triton.runtime.cache``, patched here)."""
-    import sys
     original = _key_function()
 
     def triton_key() -> str:
         return key
     triton_key.cache_clear = getattr(original, "cache_clear", lambda: None)  # type: ignore[attr-defined]
-    for name in _HOLDERS:
-        module = sys.modules.get(name)
-        if module is not None and getattr(module, "triton_key", None) is original:
+    for module in _holders():
+        if getattr(module, "triton_key", None) is original:
             setattr(module, "triton_key", triton_key)
 
 
