@@ -94,6 +94,15 @@ def _recorded_runners(monkeypatch):
     return runners
 
 
+def _tiny_lm_and_eager_grads():
+    """A TinyLM, its data, eager's gradients of one step, and the model compiled."""
+    torch.manual_seed(0)
+    model, (ids, labels) = TinyLM(), _data()
+    model(ids, labels).backward()
+    want = _grads(model)
+    return model, (ids, labels), want, tpg.compile(model, options={"backends": ["reference"]})
+
+
 @pytest.mark.parametrize("hold", [False, True])
 def test_gradients_go_to_grad_without_a_copy(cpu_graphs, monkeypatch, hold):
     """The backward graph's gradient buffers become ``.grad`` themselves (autograd takes an
@@ -101,11 +110,7 @@ def test_gradients_go_to_grad_without_a_copy(cpu_graphs, monkeypatch, hold):
     again). Gradients the caller keeps (``hold``) are never overwritten by a later step: the
     graph's outputs are copied out from then on."""
     runners = _recorded_runners(monkeypatch)
-    torch.manual_seed(0)
-    model, (ids, labels) = TinyLM(), _data()
-    model(ids, labels).backward()
-    want = _grads(model)
-    compiled = tpg.compile(model, options={"backends": ["reference"]})
+    model, (ids, labels), want, compiled = _tiny_lm_and_eager_grads()
     kept = []
     for _ in range(5):
         model.zero_grad(set_to_none=True)
@@ -134,11 +139,7 @@ def test_forward_and_backward_share_one_pool_while_no_gradient_is_held(
     ``zero_grad`` after the forward, last step's ``.grad`` is still held when the forward
     runs: the forward leaves the pool (a private capture) and no gradient is overwritten."""
     runners = _recorded_runners(monkeypatch)
-    torch.manual_seed(0)
-    model, (ids, labels) = TinyLM(), _data()
-    model(ids, labels).backward()
-    want = _grads(model)
-    compiled = tpg.compile(model, options={"backends": ["reference"]})
+    model, (ids, labels), want, compiled = _tiny_lm_and_eager_grads()
     with caplog.at_level(logging.INFO, logger="tensorplay_graph.perf_hints"):
         for step in range(6):
             if zero_grad == "before forward":
