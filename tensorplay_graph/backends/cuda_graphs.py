@@ -48,6 +48,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..frameworks import adapter_for
 from .cuda_graph_capture import capture_failure, copy_into, private_copy
+from .output_tree import flatten as _flatten, rebuild as _rebuild
 from .cuda_graph_policy import HOST_FUNCTIONS, HOST_METHODS, ON, decide, is_cuda_tensor  # noqa: F401
 
 log = logging.getLogger("tensorplay_graph.compile")
@@ -135,28 +136,6 @@ class TorchGraphs:
 
 
 _SCALARS = (int, float, bool, complex, str, bytes, type(None))
-
-
-def _flatten(value: Any, leaves: List[Any]) -> Any:
-    """``value``'s leaves appended to ``leaves`` (through tuples, lists and dicts); returns a
-    rebuild spec."""
-    kind = type(value)
-    if kind in (tuple, list):
-        return (kind, None, [_flatten(v, leaves) for v in value])
-    if kind is dict:
-        return (dict, list(value), [_flatten(v, leaves) for v in value.values()])
-    leaves.append(value)
-    return None
-
-
-def _rebuild(spec: Any, leaves: Any) -> Any:
-    if spec is None:
-        return next(leaves)
-    kind, keys, items = spec
-    values = [_rebuild(s, leaves) for s in items]
-    if kind is dict:
-        return dict(zip(keys, values))
-    return tuple(values) if kind is tuple else list(values)
 
 
 class CudaGraphRunner:
