@@ -29,7 +29,7 @@ def run(f):
     args = [a.requires_grad_(True) if n in GRAD else a for n, a in zip(ARGS, inputs())
             if n not in PARAMS]
     outs = f(*args)
-    loss = backward_loss(outs, {seed})
+    loss = backward_loss(outs, {seed}, {every_output})
     if loss is not None:
         loss.backward()
     leaves = [a for a in args if getattr(a, "requires_grad", False)]
@@ -48,7 +48,7 @@ def grad_repro_source(program: Program, entry: str, note: str = "") -> str:
     """A runnable snippet: definitions, the program, eager vs compiled outputs and grads."""
     from grad_check import Harness, backward_loss, module_source
     from grad_gen import GRAD_OPS_SRC, requires_grad
-    h = Harness(program)
+    h = Harness(program, entry)
     parts = [f"# gradient fuzz repro: framework={program.framework} entry={entry} "
              f"seed={program.seed}\n"]
     if note:
@@ -76,7 +76,8 @@ def grad_repro_source(program: Program, entry: str, note: str = "") -> str:
     key = entry if entry in ENTRY_SOURCE else (entry, program.framework)
     compiled = ENTRY_SOURCE[key].format(target="TARGET")
     reset = "".join(f"TARGET.{n}.grad = None\n" for n in params)
-    parts += [DRIVER.format(seed=program.seed, compiled=compiled, reset=reset)]
+    parts += [DRIVER.format(seed=program.seed, compiled=compiled, reset=reset,
+                            every_output=h.every_output)]
     return re.sub(r"\n{4,}", "\n\n\n", "".join(parts))
 
 
