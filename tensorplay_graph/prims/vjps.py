@@ -73,7 +73,9 @@ def _pow(e, g, out, a, b):
     grads = {}
     if _is_node(a):
         if _is_node(b):
-            grads["a"] = e.mul(e.mul(g, b), e.pow(a, e.sub(b, 1.0)))
+            base = e.mul(e.mul(g, b), e.pow(a, e.sub(b, 1.0)))
+            # torch defines it as 0 where b == 0 (0 * 0**-1 would be NaN); TensorPlay does not
+            grads["a"] = e.where(e.eq(b, 0), 0.0, base) if e.framework == "torch" else base
         elif b == 0:
             grads["a"] = _zero_gradient(e, g)
         else:

@@ -96,3 +96,26 @@ def test_a_matmul_over_an_empty_k_trains_compiled():
         (out * torch.arange(24.0).reshape(2, 4, 3)).sum().backward()
         grads.append((a.grad.shape, b.grad.shape))
     assert grads[0] == grads[1] == (torch.Size([2, 4, 0]), torch.Size([0, 3]))
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorplay"])
+def test_pow_of_two_tensors_at_a_zero_exponent_trains_as_eager(framework):
+    """grad seed 95000271: ``x ** x`` at x = 0: torch's backward defines d/da a**b as 0 where
+    b == 0 (the VJP rule gave 0 * 0**-1 = NaN); TensorPlay's gives NaN, and so must ours."""
+    import numpy as np
+
+    import tensorplay_graph as tpg
+    T = pytest.importorskip("tensorplay") if framework == "tensorplay" else torch
+
+    def program(a, b):
+        return a ** b
+
+    grads = []
+    for fn in (program, tpg.compile(program, backend="reference")):
+        a = T.tensor([0.0, 0.5, 2.0, 0.0], requires_grad=True)
+        b = T.tensor([0.0, 0.0, 1.0, 2.0], requires_grad=True)
+        fn(a, b).sum().backward()
+        grads.append([np.asarray(a.grad.tolist()), np.asarray(b.grad.tolist())])
+    for got, want in zip(grads[1], grads[0]):
+        np.testing.assert_array_equal(got, want)
+    assert np.isnan(grads[0][0][0]) == (framework == "tensorplay")
