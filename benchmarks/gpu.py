@@ -440,19 +440,27 @@ def launch_overhead(results):
     print(json.dumps(report, indent=1), flush=True)
 
 
+#: ``--column-configs``: the column-sum configurations to sweep instead of the default list
+COLUMN_CONFIGS: list = []
+
+
 def sweep(results):
     """Column-sum tile / split configurations and cross-entropy row warps, fresh compiles each
-    (``TPG_TRITON_COLUMN_CONFIG``, ``TPG_TRITON_ROW_WARPS``): which defaults to keep."""
+    (``TPG_TRITON_COLUMN_CONFIG``, ``TPG_TRITON_ROW_WARPS``): which defaults to keep. With
+    ``--column-configs`` only those column sums."""
     report = {}
     x = _rnd(M, N, dtype=BF)
     ref = column_sum(x)
-    configs = [f"{r},{k},{w}" + (f",{sp}" if sp else "") for r, k, w in
-               ((32, 256, 8), (64, 128, 8), (16, 256, 4), (32, 128, 4), (64, 256, 8), (16, 512, 8))
-               for sp in ("", 16, 32, 64, 128)]
+    configs = COLUMN_CONFIGS or [
+        f"{r},{k},{w}" + (f",{sp}" if sp else "") for r, k, w in
+        ((32, 256, 8), (64, 128, 8), (16, 256, 4), (32, 128, 4), (64, 256, 8), (16, 512, 8))
+        for sp in ("", 16, 32, 64, 128)]
+    rows = [] if COLUMN_CONFIGS else [
+        (f"cross_entropy warps {w}", ("TPG_TRITON_ROW_WARPS", str(w)), cross_entropy_upcast,
+         None, None) for w in (4, 8, 16, 32)]
     for key, env, program, args, want in (
             [("colsum " + c, ("TPG_TRITON_COLUMN_CONFIG", c), column_sum, (x,), ref) for c in configs]
-            + [(f"cross_entropy warps {w}", ("TPG_TRITON_ROW_WARPS", str(w)), cross_entropy_upcast,
-                None, None) for w in (4, 8, 16, 32)]):
+            + rows):
         os.environ[env[0]] = env[1]
         try:
             if args is None:
@@ -478,8 +486,11 @@ def main(argv=None):
                         help="comma-separated steps (also: sweep)")
     parser.add_argument("--workloads", default="",
                         help="only the workloads whose name contains one of these comma-separated words")
+    parser.add_argument("--column-configs", default="",
+                        help="sweep: ';'-separated BLOCK_R,BLOCK_K,WARPS[,SPLIT] column-sum configs")
     opts = parser.parse_args(argv)
     ONLY[:] = [w for w in opts.workloads.split(",") if w]
+    COLUMN_CONFIGS[:] = [c for c in opts.column_configs.split(";") if c]
     os.makedirs(opts.out, exist_ok=True)
     import triton
     results = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": torch.cuda.get_device_name(),
