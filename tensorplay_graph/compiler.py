@@ -56,7 +56,7 @@ from .frameworks import adapter_for, device_type, framework_of, is_tensor, loade
 from .library.registry import keep_opaque_to_dynamo
 from .options import check_backend_names, check_options
 from .progress import progress
-from .ir.graph_module import get_attr_path
+from .ir.graph_module import copy_graph_module, get_attr_path  # noqa: F401 (re-exported)
 
 logger = logging.getLogger("tensorplay_graph.compile")
 
@@ -284,16 +284,6 @@ def graph_module_of(fn: Any, example_inputs: Sequence[Any]) -> Any:
         return copy_graph_module(fn)
     from .capture import capture
     return capture(fn, *example_inputs)
-
-
-def copy_graph_module(gm: Any) -> Any:
-    """A GraphModule over a copy of ``gm``'s graph (same attribute values), so passes
-    can rewrite it while ``gm`` stays runnable for the eager-autograd path."""
-    from .ir import Graph, GraphModule
-    graph = Graph()
-    graph.output(graph.graph_copy(gm.graph, {}))
-    attrs = {n.target: get_attr_path(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
-    return GraphModule(attrs, graph) if attrs else GraphModule({}, graph)
 
 
 # -- backends for the frameworks' compilers ------------------------------------------

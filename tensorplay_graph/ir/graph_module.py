@@ -246,3 +246,12 @@ class GraphModule:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}: {len(self._graph)} nodes>"
+
+
+def copy_graph_module(gm: Any) -> "GraphModule":
+    """A GraphModule over a copy of ``gm``'s graph (same attribute values), so passes
+    can rewrite it while ``gm`` stays runnable for the eager-autograd path."""
+    graph = Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    attrs = {n.target: get_attr_path(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
+    return GraphModule(attrs, graph)
