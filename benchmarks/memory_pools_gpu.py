@@ -5,7 +5,9 @@
 Runs five steps of ``training_gpu.py``'s step (``zero_grad(set_to_none=True)``, forward with
 labels, ``backward()``), frees what the allocator can, then reads ``torch.cuda.memory_snapshot()``:
 per pool (the default pool, and each CUDA-graph pool) the reserved and allocated bytes, the
-number of segments and the largest blocks with their state. Prints JSON lines.
+number of segments and the largest blocks with their state. Prints JSON lines. ``--stacks``
+records allocation history from the start and prints, for every live block of 16 MB or more
+in the default pool, the Python frames that allocated it.
 """
 
 from __future__ import annotations
@@ -44,9 +46,27 @@ def pools() -> list:
     return list(rows.values())
 
 
+def live_stacks(min_mb: float = 16.0) -> list:
+    """(MB, frames) of the default pool's live blocks of ``min_mb`` or more."""
+    found = []
+    for segment in torch.cuda.memory._snapshot()["segments"]:
+        if tuple(segment.get("segment_pool_id", (0, 0))) != (0, 0):
+            continue
+        for block in segment["blocks"]:
+            if block["state"] == "active_allocated" and block["size"] >= min_mb * MB:
+                frames = [f"{f['filename'].rsplit('/', 2)[-1]}:{f['line']}:{f['name']}"
+                          for f in block.get("frames", []) if ".py" in f["filename"]]
+                found.append((round(block["size"] / MB, 1), frames[:12]))
+    return found
+
+
 def main() -> None:
-    name = sys.argv[1] if len(sys.argv) > 1 else "gpt2"
-    mode = sys.argv[2] if len(sys.argv) > 2 else "ours"
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    name = args[0] if args else "gpt2"
+    mode = args[1] if len(args) > 1 else "ours"
+    stacks = "--stacks" in sys.argv
+    if stacks:
+        torch.cuda.memory._record_memory_history(max_entries=200000)
     torch.manual_seed(0)
     model, args = MODELS[name]()
     model = model.to("cuda", torch.bfloat16).eval()
@@ -61,6 +81,9 @@ def main() -> None:
                       "allocated_mb": round(torch.cuda.memory_allocated() / MB)}))
     for row in pools():
         print(json.dumps(row))
+    if stacks:
+        for size, frames in live_stacks():
+            print(json.dumps({"live_mb": size, "frames": frames}))
     explain = getattr(fn, "explain", None)
     if explain is not None:
         print("\n".join(line for line in explain().splitlines() if "cuda graphs" in line))
