@@ -144,3 +144,62 @@ def test_failed_training_capture_shows_in_the_training_explain(failing_graphs, c
     text = compiled.explain()
     _assert_diagnosed(text, caplog.records)
     assert text.count("cuda graphs off: capture failed at node") == 2, text
+
+
+def test_warm_ups_and_captures_share_one_side_stream_per_device(monkeypatch):
+    """cuBLAS keeps a 32 MiB workspace per stream it ran on for the process's life: a new
+    side stream per warm-up and capture held seven of them in a GPT-2 training process."""
+    import contextlib
+    import types
+
+    from tensorplay_graph.backends import cuda_graphs
+
+    class Stream:
+        def wait_stream(self, other):
+            pass
+
+    class Cuda:
+        made, index = [], 0
+
+        def Stream(self):
+            self.made.append(Stream())
+            return self.made[-1]
+
+        def current_device(self):
+            return self.index
+
+        def current_stream(self):
+            return Stream()
+
+        def stream(self, stream):
+            return contextlib.nullcontext()
+
+        def device(self, device):
+            previous = self.index
+
+            @contextlib.contextmanager
+            def switch():
+                self.index = device.index
+                yield
+                self.index = previous
+            return switch()
+
+        def CUDAGraph(self):
+            return types.SimpleNamespace()
+
+        def graph(self, graph, **kwargs):
+            return contextlib.nullcontext()
+
+    cuda = Cuda()
+    monkeypatch.setattr(cuda_graphs, "_torch", lambda: types.SimpleNamespace(cuda=cuda))
+    monkeypatch.setattr(cuda_graphs, "is_cuda_tensor", lambda value: True)
+    monkeypatch.setattr(cuda_graphs, "_SIDE_STREAMS", {})
+    ops = cuda_graphs.TorchGraphs
+    on = [types.SimpleNamespace(device=types.SimpleNamespace(index=i)) for i in (0, 1)]
+    for _ in range(3):
+        ops.warm_up(lambda x: x, on[:1])
+        ops.capture(lambda x: x, on[:1])
+    assert len(cuda.made) == 1
+    ops.capture(lambda x: x, on[1:])  # another device: its own stream, once
+    ops.capture(lambda x: x, on[1:])
+    assert len(cuda.made) == 2
