@@ -5,7 +5,9 @@ private pools each keeps its own intermediates for the program's life, so the pr
 both at once (GPT-2 at 8x512: 4.7 GB reserved where Inductor, without graphs, reserves 3.0).
 Captured into one pool, as cudagraph trees do, the backward's intermediates and gradients
 take the blocks the forward freed (its intermediates); only what the forward hands to the
-backward -- the saved activations, held by the forward runner -- stays apart.
+backward -- the saved activations, held by the forward runner -- stays apart. (Measured on
+GPT-2, with the unused logits' gradient gone too: 4.69 -> 4.31 GB; the backward's 394 MB
+blocks mostly do not fit where the forward's smaller intermediates were.)
 
 The price is a rule, checked before every replay: a graph may only replay while no graph
 captured after it in the pool has a result still held by the caller, since a later graph's
@@ -13,16 +15,15 @@ buffers lie where this one writes its intermediates (the gradients of the last s
 ``.grad`` when the next forward runs). When the rule fails -- gradients accumulated over
 steps, ``zero_grad`` called after the forward -- the graph about to replay leaves the pool
 and is captured again in a private one: the result stays correct, the memory is as it was
-without sharing. Graphs are replayed in the order they were captured in (forward, then
-backward), which is the order torch requires of a shared pool.
+without sharing. A runner captured again (an input moved, an output is kept) stays in the
+pool only while no graph was captured after it; otherwise the new capture is private too.
+Graphs are replayed in the order they were captured in (forward, then backward), which is
+the order torch requires of a shared pool.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any, List, Optional
-
-hints = logging.getLogger("tensorplay_graph.perf_hints")
 
 
 class SharedPool:
