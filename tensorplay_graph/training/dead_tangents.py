@@ -6,12 +6,13 @@ backward fed a zero tensor for such an output differs twice: it reads and keeps 
 (GPT-2's logits at 8x512: 412 MB), and its VJPs multiply the zeros by the forward's values --
 ``0 * inf`` is NaN where eager has no term at all.
 
-So the backward is specialized per set of dead tangents: a dead tangent is a structural zero.
-Every node whose gradient operands are all structural zeros is one too (a VJP is linear in
-its incoming gradient: ``g * w``, ``g @ w.T``, views and sums of ``g``); an accumulating
-``add`` / ``sub`` of a zero and a live gradient is the live gradient; a gradient of an input
-made of zeros alone is returned as ``None`` (the caller's ``.grad`` stays ``None``, as in eager,
-for inputs reached only through unused outputs). A dead tangent mixed with a live gradient
+So the backward is specialized per set of dead tangents: a dead tangent is a structural zero
+-- "no contribution", not the number 0. Every node whose gradient operands are all structural
+zeros is one too: computed from the dead tangent alone, it belongs to that output's backward,
+which eager never runs (``g * w``, ``g @ w.T``, views and sums of ``g``, even ``g != g``). An
+accumulating ``add`` / ``sub`` of a zero and a live gradient of the same shape is the live
+gradient; a gradient of an input made of zeros alone is returned as ``None`` (the caller's
+``.grad`` stays ``None``, as in eager, for inputs reached only through unused outputs). A dead tangent mixed with a live gradient
 any other way (``cat`` of gradient pieces, an opaque op's backward taking several) stays an
 input, and the caller passes zeros -- what eager's engine materializes for those too.
 """
