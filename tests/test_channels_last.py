@@ -163,7 +163,8 @@ def test_cuda_graph_replays_refresh_cached_weights_first():
         is_tensor = staticmethod(lambda v: isinstance(v, torch.Tensor))
         warm_up = staticmethod(lambda fn, args: fn(*args))
         storage_uses = staticmethod(lambda t: 1)
-        capture = staticmethod(lambda fn, args: ({"fn": fn, "args": args}, fn(*args)))
+        capture = staticmethod(lambda fn, args, pool=None: ({"fn": fn, "args": args},
+                                                          fn(*args)))
         replay = staticmethod(lambda graph: graph["fn"](*graph["args"]))
 
     runs = []

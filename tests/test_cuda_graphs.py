@@ -233,7 +233,7 @@ def test_output_aliasing_an_input_runs_without_graphs():
 def test_capture_failure_warns_and_runs_without_graphs(caplog):
     class Failing(CpuGraphs):
         @staticmethod
-        def capture(fn, args):
+        def capture(fn, args, pool=None):
             raise RuntimeError("operation not permitted when stream is capturing")
 
     run = CudaGraphRunner(program, ops=Failing)

@@ -227,9 +227,8 @@ class CudaGraphRunner:
                        len(held))
             return self._capture(args, [slot for slot, _ in self._private])
         if self._pool is not None:
-            holder = self._pool.holder(self)
-            if holder is not None:
-                return self._leave_pool(args, holder)
+            if self._pool.holder(self) is not None:
+                return self._leave_pool(args)
         for cache in self._refresh:
             if not cache.refresh_for_replay():
                 return self._recapture(args, "a cached channels_last weight was replaced")
@@ -268,8 +267,8 @@ class CudaGraphRunner:
                 private.append((slot, buffer))
                 capture_args[slot] = buffer
         try:
-            graph, out = self.ops.capture(self.fn, capture_args) if pool is None else \
-                self.ops.capture(self.fn, capture_args, pool=pool.handle(self.ops))
+            graph, out = self.ops.capture(self.fn, capture_args,
+                                          pool=None if pool is None else pool.handle(self.ops))
         except Exception as exc:  # e.g. an op that synchronizes with the host
             self.capture_failure = capture_failure(exc, self.fn)
             return self._off(args, f"capture failed {self.capture_failure['text']}", warn=True)
@@ -320,7 +319,7 @@ class CudaGraphRunner:
         log.info("cuda graphs: %s; capturing again with it copied in", why)
         return self._capture(args, moved)
 
-    def _leave_pool(self, args: tuple, holder: Any) -> Any:
+    def _leave_pool(self, args: tuple) -> Any:
         hints.info("cuda graphs: results of a later graph in the %s's shared memory pool are "
                    "still held (gradients kept in .grad across steps?); capturing this graph "
                    "again in a private pool (drop them before the next call -- "
@@ -354,7 +353,10 @@ class CudaGraphRunner:
         """Positions of the graph's output buffers that a tensor (or view) handed out by the
         last replay still references (outputs handed out as copies never count)."""
         held = set()
-        for i, (refs, uses) in enumerate(self._baseline[:len(self._outs)]):
+        for i in range(len(self._outs)):  # none without a graph
+            if i in self._copy_out:  # the caller only ever got copies of it
+                continue
+            refs, uses = self._baseline[i]
             now_refs, now_uses = self._uses(i)
             if now_refs > refs or now_uses > uses:
                 held.add(i)

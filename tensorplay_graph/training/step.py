@@ -65,10 +65,11 @@ def build_training(captured: Any, args: Sequence[Any], backends: Sequence[str],
     report.recomputed = split.recomputed
     # one CUDA-graph pool: the backward's memory reuses the forward's freed intermediates
     pool = SharedPool("training step")
-    forward = build_runner(split.forward, (), backends=list(backends), options=options,
-                           graph_pool=pool)
-    backward = build_runner(split.backward, (), backends=list(backends), options=options,
+
+    def runner(graph: Any) -> Any:
+        return build_runner(graph, (), backends=list(backends), options=options,
                             graph_pool=pool)
+    forward, backward = runner(split.forward), runner(split.backward)
     report.attach("forward", forward, split.forward)
     report.attach("backward", backward, split.backward)
     _remember(report)
@@ -76,10 +77,9 @@ def build_training(captured: Any, args: Sequence[Any], backends: Sequence[str],
     def specialize(dead: Sequence[int]) -> Any:
         """The backward for outputs ``dead`` the loss did not use, and the tangents it takes."""
         graph, kept = drop_dead_tangents(split.backward, len(split.saved), dead)
-        runner = build_runner(graph, (), backends=list(backends), options=options,
-                              graph_pool=pool)
-        report.attach("backward", runner, graph)
-        return runner, kept
+        specialized = runner(graph)
+        report.attach("backward", specialized, graph)
+        return specialized, kept
     return CompiledTraining(captured, joint, forward, backward, report, split.saved_primals,
                             specialize)
 
@@ -168,10 +168,10 @@ class CompiledTraining:
         self.saved_primals = dict(saved_primals or {})
         self.saved_count = len(report.saved)
         self.forward, self.backward, self.report = forward, backward, report
-        every = list(range(len(joint.differentiable)))
-        full = sum(1 << i for i in joint.differentiable)
+        self._full = sum(1 << i for i in joint.differentiable)
         #: per mask of the outputs the loss used: (backward runner, tangent positions it takes)
-        self._backwards: Dict[int, Tuple[Any, List[int]]] = {full: (backward, every)}
+        self._backwards: Dict[int, Tuple[Any, List[int]]] = {
+            self._full: (backward, list(range(len(joint.differentiable))))}
         self._specialize = specialize
         self.differentiable = frozenset(joint.differentiable)
         self._function = _function(joint.framework)
@@ -192,7 +192,7 @@ class CompiledTraining:
         if found is None:
             dead = [p for p, i in enumerate(self.joint.differentiable) if not live >> i & 1]
             found = self._backwards[live] = self._specialize(dead) if self._specialize \
-                else self._backwards[sum(1 << i for i in self.joint.differentiable)]
+                else self._backwards[self._full]
         return found
 
     def track(self, ctx: Any) -> None:
