@@ -7,7 +7,10 @@ labels, ``backward()``), frees what the allocator can, then reads ``torch.cuda.m
 per pool (the default pool, and each CUDA-graph pool) the reserved and allocated bytes, the
 number of segments and the largest blocks with their state. Prints JSON lines. ``--stacks``
 records allocation history from the start and prints, for every live block of 16 MB or more
-in the default pool, the Python frames that allocated it.
+in the default pool, the Python frames that allocated it. ``--trace`` records one more step
+and prints the default pool's peak during it (a graph pool's size is fixed between steps):
+the blocks live at the moment of its peak reserved bytes and the new segments the step
+allocated, each with the frames that allocated it.
 """
 
 from __future__ import annotations
@@ -60,13 +63,61 @@ def live_stacks(min_mb: float = 16.0) -> list:
     return found
 
 
+def _frames(entry: dict, keep: int = 8) -> list:
+    """The Python frames of a trace entry or block, innermost first, ours and the model's."""
+    return [f"{f['filename'].rsplit('/', 2)[-1]}:{f['line']}:{f['name']}"
+            for f in entry.get("frames", []) if ".py" in f["filename"]
+            and "/torch/" not in f["filename"]][:keep]
+
+
+def step_peak(run_step) -> list:
+    """JSON rows: the default pool over one ``run_step()`` (history must be recording)."""
+    before = torch.cuda.memory._snapshot()
+    start = len(before["device_traces"][0])
+    graph_mb = sum(s["total_size"] for s in before["segments"]
+                   if tuple(s.get("segment_pool_id", (0, 0))) != (0, 0)) / MB
+    live, reserved = {}, 0
+    for segment in before["segments"]:
+        if tuple(segment.get("segment_pool_id", (0, 0))) == (0, 0):
+            reserved += segment["total_size"]
+            for block in segment["blocks"]:
+                if block["state"] == "active_allocated":
+                    live[block["address"]] = (block["size"], _frames(block), "before the step")
+    run_step()
+    torch.cuda.synchronize()
+    events = torch.cuda.memory._snapshot()["device_traces"][0][start:]
+    allocated = sum(size for size, _, _ in live.values())
+    rows = [{"graph_pools_mb": round(graph_mb), "default_reserved_mb_at_start": round(reserved / MB),
+             "default_allocated_mb_at_start": round(allocated / MB), "events": len(events)}]
+    peak, at_peak, new_segments = reserved, dict(live), []
+    for event in events:
+        action, addr, size = event["action"], event["addr"], event["size"]
+        if action == "alloc":
+            live[addr] = (size, _frames(event), "in the step")
+        elif action in ("free_requested", "free_completed"):
+            live.pop(addr, None)
+        elif action in ("segment_alloc", "segment_map"):
+            reserved += size
+            new_segments.append({"segment_mb": round(size / MB, 1), "frames": _frames(event)})
+        elif action in ("segment_free", "segment_unmap"):
+            reserved -= size
+        if reserved > peak:
+            peak, at_peak = reserved, dict(live)
+    rows.append({"default_peak_reserved_mb": round(peak / MB),
+                 "allocated_at_that_peak_mb": round(sum(v[0] for v in at_peak.values()) / MB)})
+    for size, frames, when in sorted(at_peak.values(), key=lambda v: -v[0])[:14]:
+        rows.append({"live_at_peak_mb": round(size / MB, 1), "allocated": when, "frames": frames})
+    rows += sorted(new_segments, key=lambda r: -r["segment_mb"])[:10]
+    return rows
+
+
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     name = args[0] if args else "gpt2"
     mode = args[1] if len(args) > 1 else "ours"
-    stacks = "--stacks" in sys.argv
-    if stacks:
-        torch.cuda.memory._record_memory_history(max_entries=200000)
+    stacks, trace = "--stacks" in sys.argv, "--trace" in sys.argv
+    if stacks or trace:
+        torch.cuda.memory._record_memory_history(max_entries=2000000, stacks="python")
     torch.manual_seed(0)
     model, args = MODELS[name]()
     model = model.to("cuda", torch.bfloat16).eval()
@@ -84,6 +135,9 @@ def main() -> None:
     if stacks:
         for size, frames in live_stacks():
             print(json.dumps({"live_mb": size, "frames": frames}))
+    if trace:
+        for row in step_peak(lambda: step(fn, model, ids)):
+            print(json.dumps(row))
     explain = getattr(fn, "explain", None)
     if explain is not None:
         print("\n".join(line for line in explain().splitlines() if "cuda graphs" in line))
