@@ -70,6 +70,22 @@ def _frames(entry: dict, keep: int = 8) -> list:
             and "/torch/" not in f["filename"]][:keep]
 
 
+def pinned(min_free_mb: float = 16.0) -> list:
+    """Default-pool segments holding ``min_free_mb`` or more free: the live blocks that keep
+    each from being released (``empty_cache`` frees only segments with no live block)."""
+    rows = []
+    for segment in torch.cuda.memory._snapshot()["segments"]:
+        if tuple(segment.get("segment_pool_id", (0, 0))) != (0, 0):
+            continue
+        free = sum(b["size"] for b in segment["blocks"] if b["state"] != "active_allocated")
+        if free >= min_free_mb * MB:
+            rows.append({"segment_mb": round(segment["total_size"] / MB, 1),
+                         "free_mb": round(free / MB, 1), "stream": segment.get("stream"),
+                         "live": [(round(b["size"] / MB, 2), _frames(b, 5))
+                                  for b in segment["blocks"] if b["state"] == "active_allocated"]})
+    return rows
+
+
 def step_peak(run_step) -> list:
     """JSON rows: the default pool over one ``run_step()`` (history must be recording)."""
     before = torch.cuda.memory._snapshot()
@@ -136,6 +152,8 @@ def main() -> None:
         for size, frames in live_stacks():
             print(json.dumps({"live_mb": size, "frames": frames}))
     if trace:
+        for row in pinned():
+            print(json.dumps(row))
         for row in step_peak(lambda: step(fn, model, ids)):
             print(json.dumps(row))
     explain = getattr(fn, "explain", None)

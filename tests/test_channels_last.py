@@ -161,7 +161,7 @@ def test_cuda_graph_replays_refresh_cached_weights_first():
 
     class Ops:  # a stand-in whose "graph" re-runs the function
         is_tensor = staticmethod(lambda v: isinstance(v, torch.Tensor))
-        warm_up = staticmethod(lambda fn, args: fn(*args))
+        warm_up = staticmethod(lambda fn, args, pool=None: fn(*args))
         storage_uses = staticmethod(lambda t: 1)
         capture = staticmethod(lambda fn, args, pool=None: ({"fn": fn, "args": args},
                                                           fn(*args)))

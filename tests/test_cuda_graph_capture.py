@@ -203,3 +203,42 @@ def test_warm_ups_and_captures_share_one_side_stream_per_device(monkeypatch):
     ops.capture(lambda x: x, on[1:])  # another device: its own stream, once
     ops.capture(lambda x: x, on[1:])
     assert len(cuda.made) == 2
+
+
+def test_a_warm_up_in_a_graph_pool_routes_this_threads_allocations_there(monkeypatch):
+    """``TorchGraphs.warm_up(..., pool=handle)`` begins allocating this thread's memory from the
+    pool before the run and ends (and releases the pool's use) after it -- also when the run
+    raises; without a pool it leaves the allocator alone."""
+    import contextlib
+    import types
+
+    from tensorplay_graph.backends import cuda_graphs
+
+    calls = []
+
+    class Stream:
+        def wait_stream(self, other):
+            pass
+
+    cuda = types.SimpleNamespace(current_device=lambda: 3, current_stream=Stream,
+                                 Stream=Stream, stream=lambda s: contextlib.nullcontext())
+    C = types.SimpleNamespace(
+        _cuda_beginAllocateCurrentThreadToPool=lambda d, p: calls.append(("begin", d, p)),
+        _cuda_endAllocateToPool=lambda d, p: calls.append(("end", d, p)),
+        _cuda_releasePool=lambda d, p: calls.append(("release", d, p)))
+    monkeypatch.setattr(cuda_graphs, "_torch", lambda: types.SimpleNamespace(cuda=cuda, _C=C))
+    monkeypatch.setattr(cuda_graphs, "_SIDE_STREAMS", {})
+    ops = cuda_graphs.TorchGraphs
+    assert ops.warm_up(lambda x: calls.append("run") or x + 1, [1], pool=(0, 7)) == 2
+    assert calls == [("begin", 3, (0, 7)), "run", ("end", 3, (0, 7)), ("release", 3, (0, 7))]
+    calls.clear()
+
+    def fails(x):
+        calls.append("run")
+        raise ValueError("boom")
+    with pytest.raises(ValueError):
+        ops.warm_up(fails, [1], pool=(0, 7))
+    assert calls == [("begin", 3, (0, 7)), "run", ("end", 3, (0, 7)), ("release", 3, (0, 7))]
+    calls.clear()
+    ops.warm_up(lambda x: calls.append("run"), [1])
+    assert calls == ["run"]

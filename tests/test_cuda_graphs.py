@@ -35,7 +35,7 @@ class CpuGraphs:
     does: a later graph's buffers lie in blocks this one freed for its intermediates."""
 
     is_tensor = staticmethod(lambda v: isinstance(v, torch.Tensor))
-    warm_up = staticmethod(lambda fn, args: fn(*args))
+    warm_up = staticmethod(lambda fn, args, pool=None: fn(*args))
     storage_uses = staticmethod(TorchGraphs.storage_uses)
     pool_handle = staticmethod(list)
 

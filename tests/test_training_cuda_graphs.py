@@ -213,3 +213,46 @@ def test_unused_outputs_gradients_are_no_inputs(cpu_graphs, caplog, monkeypatch,
     if model_class is WithLogits:
         assert copied == [0, 1], captured  # no zero gradient among the copies
     assert zeros == []
+
+
+def test_warm_ups_allocate_from_the_step_pool_until_a_graph_is_captured(monkeypatch):
+    """The first step's warm-ups (forward and backward) run in the training step's graph pool,
+    so their freed intermediates are blocks the captures reuse, not default-pool segments a
+    block kept from a warm-up pins; a warm-up after the pool's first capture (the backward's
+    second, once the forward's capture moved its inputs) runs in the default pool, where
+    nothing it keeps can lie in blocks that graph overwrites."""
+    seen = []
+
+    class Recording(CpuGraphs):
+        @staticmethod
+        def warm_up(fn, args, pool=None):
+            seen.append(("warm-up", pool))
+            return fn(*args)
+
+        @staticmethod
+        def capture(fn, args, pool=None):
+            seen.append(("capture", pool))
+            return CpuGraphs.capture(fn, args, pool=pool)
+
+    plan_on_cpu(monkeypatch, Recording)
+    torch.manual_seed(0)
+    model, (ids, labels) = TinyLM(), _data()
+    want_loss = model(ids, labels)
+    want_loss.backward()
+    want = _grads(model)
+    model.zero_grad(set_to_none=True)
+    compiled = tpg.compile(model, options={"backends": ["reference"]})
+    for _ in range(4):
+        model.zero_grad(set_to_none=True)
+        loss = compiled(ids, labels)
+        loss.backward()
+        torch.testing.assert_close(loss, want_loss, rtol=1e-5, atol=1e-6)
+    for name, grad in _grads(model).items():
+        torch.testing.assert_close(grad, want[name], rtol=1e-5, atol=1e-6, msg=name)
+    kinds = [kind for kind, _ in seen]
+    first_capture = kinds.index("capture")
+    pool = seen[first_capture][1]
+    assert pool is not None and all(p is pool for kind, p in seen if kind == "capture"), seen
+    assert kinds[:2] == ["warm-up", "warm-up"] and seen[0][1] is pool and seen[1][1] is pool, seen
+    assert all(p is None for kind, p in seen[first_capture:] if kind == "warm-up"), seen
+    assert "warm-up" in kinds[first_capture:], "the backward warms up again after the forward's capture"

@@ -41,10 +41,11 @@ CUDA error (:mod:`.cuda_graph_capture`) in the WARNING and in ``explain()``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..frameworks import adapter_for
 from .cuda_graph_capture import capture_failure, copy_into, private_copy
@@ -92,17 +93,43 @@ def side_stream(torch: Any) -> Any:
     return stream
 
 
+@contextlib.contextmanager
+def allocating_to(torch: Any, pool: Any) -> Iterator[None]:
+    """This thread's allocations on the current device go to graph pool ``pool`` (a handle
+    from ``graph_pool_handle``) while the block runs; ``None``: the default pool. What
+    cudagraph trees do for their warm-up runs, through the same allocator calls."""
+    if pool is None:
+        yield
+        return
+    device = torch.cuda.current_device()
+    C = torch._C
+    begin = getattr(C, "_cuda_beginAllocateCurrentThreadToPool", None)
+    if begin is not None:
+        begin(device, pool)
+    else:  # torch before the per-thread call: route the current stream's allocations
+        stream = torch.cuda.current_stream().cuda_stream
+        C._cuda_beginAllocateToPool(device, pool, lambda s: s == stream)
+    try:
+        yield
+    finally:
+        C._cuda_endAllocateToPool(device, pool)
+        C._cuda_releasePool(device, pool)
+
+
 class TorchGraphs:
     """The CUDA operations the runner needs (a test substitutes a CPU stand-in)."""
 
     is_tensor = staticmethod(is_cuda_tensor)
 
     @staticmethod
-    def warm_up(fn: Callable[..., Any], args: Sequence[Any]) -> Any:
-        torch = _torch()  # on a side stream, as torch.cuda.graphs recommends before capturing
+    def warm_up(fn: Callable[..., Any], args: Sequence[Any], pool: Any = None) -> Any:
+        """``fn(*args)`` on the side stream, as torch.cuda.graphs recommends before capturing.
+        ``pool``: a graph pool handle the run allocates from (:mod:`.cuda_graph_pool` says
+        when), else the default pool."""
+        torch = _torch()
         stream = side_stream(torch)
         stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
+        with torch.cuda.stream(stream), allocating_to(torch, pool):
             out = fn(*args)
         torch.cuda.current_stream().wait_stream(stream)
         return out
@@ -248,7 +275,8 @@ class CudaGraphRunner:
     def _first(self, args: tuple) -> Any:
         self._warm = [_where(a) if self.ops.is_tensor(a) else None for a in args]
         self.state = "capture next"
-        return self.ops.warm_up(self.fn, args)
+        pool = self._pool.warm_up_handle(self.ops) if self._pool is not None else None
+        return self.ops.warm_up(self.fn, args, pool=pool)
 
     def _capture(self, args: tuple, moved: Sequence[int] = ()) -> Any:
         pool = self._pool
