@@ -25,6 +25,7 @@ operand transposed so the copy stays coalesced.
 from __future__ import annotations
 
 import logging
+import operator
 import os
 from typing import Any, Optional, Tuple
 
@@ -242,9 +243,10 @@ def _matrix_root(node: Any) -> Any:
 
 
 def _share_padded_operands(graph: Any, gemms: list) -> None:
-    """One :func:`padded_columns` copy for the misaligned GEMMs that read the same matrix
-    (the LM head's logits gradient, once as is and once transposed): a copy of 412 MB and
-    0.47 ms per GPT-2 step on the H200 instead of two."""
+    """Misaligned GEMMs that read the same matrix (the LM head's logits gradient, once as is
+    and once transposed): the generated kernel producing it writes it into padded rows
+    (:mod:`.padded_rows`: no copy at all), else one :func:`padded_columns` copy serves them
+    all (a copy of 412 MB and 0.47 ms per GPT-2 step on the H200 instead of two)."""
     groups: dict = {}
     for node in gemms:
         root = _matrix_root(node.args[0])
@@ -252,9 +254,43 @@ def _share_padded_operands(graph: Any, gemms: list) -> None:
         if meta is not None and getattr(meta, "shape", None) and meta.shape[-1] % ALIGN:
             groups.setdefault(root, []).append(node)
     for root, users in groups.items():
+        width = root.meta["tensor_meta"].shape[-1]
+        if _producer_pads(root, width, width + _pad(width)):
+            log.info("%s is written into rows padded to %d elements by its kernel",
+                     root.name, width + _pad(width))
+            continue
         if len(users) < 2:
             continue
         with graph.inserting_before(users[0]):
             shared = graph.call_function(padded_columns, (root,))
         for node in users:
             node.args = (*node.args[:2], shared)
+
+
+_READS_ANY_STRIDES = ("reshape", "view", "t", "transpose")
+
+
+def _producer_pads(root: Any, width: int, pitch: int) -> bool:
+    """Ask the generated kernel whose output ``root`` views (through reshapes) to write it into
+    rows of ``pitch`` elements, when only views and GEMMs read it -- they take any strides, and
+    with an aligned row pitch cuBLAS needs no padded copy. True when the kernel agreed."""
+    node = root
+    while getattr(node, "op", None) == "call_method" and node.target in ("reshape", "view"):
+        node = node.args[0]
+    if getattr(node, "op", None) != "call_function" or node.target is not operator.getitem:
+        return False
+    call, position = node.args
+    hook = getattr(getattr(call, "target", None), "pad_rows", None)
+    if hook is None or not isinstance(position, int) or not _read_by_gemms_only(node):
+        return False
+    return bool(hook(position, width, pitch))
+
+
+def _read_by_gemms_only(node: Any) -> bool:
+    for user in node.users:
+        if user.op == "call_method" and user.target in _READS_ANY_STRIDES:
+            if not _read_by_gemms_only(user):
+                return False
+        elif not (user.op == "call_function" and user.target is aligned_matmul):
+            return False
+    return True

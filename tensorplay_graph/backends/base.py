@@ -43,6 +43,9 @@ class Kernel:
     launch: Dict[str, Any] = field(default_factory=dict)
     #: set by ``lower``: runs the first call, falling back to eager if it fails, then clears itself
     first_call: Optional[Callable[..., Any]] = field(default=None, repr=False)
+    #: ``pad_rows(output, width, pitch) -> bool``: have the kernel write that output into
+    #: zero-padded rows (:mod:`.padded_rows`); None where the backend cannot
+    pad_rows: Optional[Callable[[int, int, int], bool]] = field(default=None, repr=False)
 
     def __call__(self, *args: Any) -> Any:
         if self.first_call is not None:

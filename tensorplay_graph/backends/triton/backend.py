@@ -12,7 +12,7 @@ results go back the same way.
 from __future__ import annotations
 
 import time
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 from ...errors import LoweringError
 from ...frameworks import adapter_for
@@ -177,6 +177,7 @@ class TritonBackend:
         pointwise = {n for s in steps if _writes_eager_strides(s.plan) for n in s.outputs}
         strides = {"eager_strides": tuple(n in pointwise for n in region.outputs)}
 
+        pad_rows = _row_padding(plan, result_slots)
         if len(plan) == 1 and plan[0][1] == list(range(len(region.inputs))) and \
                 plan[0][2] == result_slots == list(range(len(region.inputs), width)):
             single = plan[0][0]
@@ -189,7 +190,7 @@ class TritonBackend:
                 return tuple(single(*values))
             return Kernel(f"triton_region_{region.id}", self.name, guard(run), "\n\n".join(sources),
                           {"kernels": [single.desc.name], "compile_s": time.perf_counter() - start,
-                           **strides})
+                           **strides}, pad_rows=pad_rows)
 
         def run(*values):
             foreign: List[bool] = []
@@ -204,7 +205,22 @@ class TritonBackend:
         launch = {"kernels": [s.plan.desc.name for s in steps],
                   "compile_s": time.perf_counter() - start, **strides}
         return Kernel(f"triton_region_{region.id}", self.name, guard(run), "\n\n".join(sources),
-                      launch)
+                      launch, pad_rows=pad_rows)
+
+
+def _row_padding(plan: list, result_slots: List[int]) -> Callable[[int, int, int], bool]:
+    """``Kernel.pad_rows`` of a region: the plan writing a result pads it, when no later
+    kernel of the region reads that result (it would then read it strided)."""
+    def pad_rows(position: int, width: int, pitch: int) -> bool:
+        slot = result_slots[position]
+        for at, (kernel_plan, _ins, outs) in enumerate(plan):
+            if slot in outs:
+                if any(slot in ins for _p, ins, _o in plan[at + 1:]):
+                    return False
+                hook = getattr(kernel_plan, "pad_rows", None)
+                return bool(hook is not None and hook(outs.index(slot), width, pitch))
+        return False
+    return pad_rows
 
 
 #: A reduction over strided rows shorter than this, with at least this many rows per row

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ...frameworks import adapter_for
 from ..base import node_framework
+from ..padded_rows import padded_empty
 from ...ir.meta import contiguous_strides
 from .codegen_indexed import ROW_MAJOR, WALK, IndexedKernel, index_map, out_strides_for
 from .launcher import SpecializedLaunch
@@ -63,14 +64,30 @@ class IndexedPlan:
         self._specs: Dict[tuple, tuple] = {}
         torch = adapter_for("torch")
         self._empty = torch.module.empty_strided
-        self._outs = [(tuple(o.meta["tensor_meta"].shape), strides,
+        self._outs = [(tuple(o.meta["tensor_meta"].shape), tuple(strides),
                        torch.dtype(o.meta["tensor_meta"].dtype))
                       for o, strides in zip(kernel.outputs, kernel.out_strides)]
+        self._padded: Dict[int, Tuple[int, int]] = {}  # see ``pad_rows``
         # a kernel reading no input (every cat piece empty) allocates on the planned device
         self._device = kernel.outputs[0].meta["tensor_meta"].device
         self.numel = 1
         for n in kernel.shape:
             self.numel *= n
+
+    def pad_rows(self, index: int, width: int, pitch: int) -> bool:
+        """Write output ``index`` into zero-padded rows of ``pitch`` elements
+        (:mod:`..padded_rows`): the kernel stores it through its coordinates."""
+        from ..padded_rows import rows_layout
+        shape, strides, dtype = self._outs[index]
+        found = rows_layout(shape, strides, width, pitch)
+        if found is None:
+            return False
+        self.kernel.out_strides[index] = found[1]
+        self._outs[index] = (shape, found[1], dtype)
+        self._padded[index] = (width, pitch)
+        self.sources.clear()
+        self._specs.clear()
+        return True
 
     def layout_for(self, in_meta: Sequence[Tuple[Shape, Shape]]) -> tuple:
         """Per input, ``WALK`` / ``ROW_MAJOR`` flags (``codegen_indexed``) for its strides."""
@@ -104,8 +121,13 @@ class IndexedPlan:
     def __call__(self, *tensors: Any) -> List[Any]:
         spec, tensors = specialization(self._specs, tensors, self.desc.name, self._specialize)
         device = tensors[0].device if tensors else self._device
-        outs = [self._empty(shape, strides, dtype=dtype, device=device)
-                for shape, strides, dtype in self._outs]
+        if self._padded:
+            outs = [padded_empty(shape, strides, *self._padded[i], dtype, device)
+                    if i in self._padded else self._empty(shape, strides, dtype=dtype, device=device)
+                    for i, (shape, strides, dtype) in enumerate(self._outs)]
+        else:
+            outs = [self._empty(shape, strides, dtype=dtype, device=device)
+                    for shape, strides, dtype in self._outs]
         if self.numel:  # an empty result: nothing to launch
             spec.launch(tuple(tensors) + tuple(outs))
         return outs

@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ...errors import LoweringError
 from ...frameworks import adapter_for
 from ...ir.meta import contiguous_strides
+from ..padded_rows import padded_empty
 from .cache import KernelCache, default_cache
 from .codegen_columns import column_signature, columns_fit, render_columns
 from .codegen_pointwise import KernelSource, render_pointwise
@@ -203,6 +204,8 @@ class KernelPlan:
         self.cache = cache or default_cache()
         self._specs: Dict[tuple, tuple] = {}
         self.sources: Dict[tuple, KernelSource] = {}
+        #: output index -> (width, pitch): written into zero-padded rows (``pad_rows``)
+        self._padded: Dict[int, Tuple[int, int]] = {}
 
     def render(self, layout: Layout) -> KernelSource:
         """The source for ``layout`` (rendered once per layout signature and kernel shape):
@@ -257,6 +260,23 @@ class KernelPlan:
         rows = layout.numel // max(layout.n, 1) if layout.n else 0
         return SpecializedLaunch(fn, source, layout, (rows,), {"BLOCK_N": block_n}, warps)
 
+    def pad_rows(self, index: int, width: int, pitch: int) -> bool:
+        """Write output ``index`` into zero-padded rows of ``pitch`` elements
+        (:mod:`..padded_rows`); False when this plan cannot (rows kernels write row-major)."""
+        from ..padded_rows import rows_layout
+        if not isinstance(self.space, PointwiseSpace):
+            return False
+        strides = list(self.space.strides_of_outputs(self.out_shapes))
+        found = rows_layout(self.out_shapes[index], strides[index], width, pitch)
+        if found is None:
+            return False
+        strides[index] = found[1]
+        self.space = PointwiseSpace(self.space.shape, strides)
+        self._padded[index] = (width, pitch)
+        self._specs.clear()
+        self.sources.clear()
+        return True
+
     def __call__(self, *tensors: Any) -> List[Any]:
         (spec, allocate), tensors = specialization(self._specs, tensors, self.desc.name,
                                                    self._build)
@@ -282,7 +302,13 @@ class KernelPlan:
                    if isinstance(self.space, PointwiseSpace)
                    else [contiguous_strides(s) for s in self.out_shapes])
         makers: List[Callable[[Sequence[Any]], Any]] = []
-        for shape, dtype, stride in zip(self.out_shapes, dtypes, strides):
+        for index, (shape, dtype, stride) in enumerate(zip(self.out_shapes, dtypes, strides)):
+            if index in self._padded:
+                width, pitch = self._padded[index]
+                makers.append(lambda ts, shape=shape, stride=stride, dtype=dtype, width=width,
+                              pitch=pitch: padded_empty(shape, stride, width, pitch, dtype,
+                                                        ts[0].device))
+                continue
             # empty_like keeps a dense input's strides
             twin = next((i for i, t in enumerate(tensors)
                          if tuple(t.shape) == shape and t.dtype == dtype and
