@@ -229,7 +229,8 @@ def test_a_warm_up_in_a_graph_pool_routes_this_threads_allocations_there(monkeyp
     monkeypatch.setattr(cuda_graphs, "_torch", lambda: types.SimpleNamespace(cuda=cuda, _C=C))
     monkeypatch.setattr(cuda_graphs, "_SIDE_STREAMS", {})
     ops = cuda_graphs.TorchGraphs
-    assert ops.warm_up(lambda x: calls.append("run") or x + 1, [1], pool=(0, 7)) == 2
+    pool = types.SimpleNamespace(id=(0, 7))  # a MemPool: it keeps the pool alive
+    assert ops.warm_up(lambda x: calls.append("run") or x + 1, [1], pool=pool) == 2
     assert calls == [("begin", 3, (0, 7)), "run", ("end", 3, (0, 7)), ("release", 3, (0, 7))]
     calls.clear()
 
@@ -237,8 +238,9 @@ def test_a_warm_up_in_a_graph_pool_routes_this_threads_allocations_there(monkeyp
         calls.append("run")
         raise ValueError("boom")
     with pytest.raises(ValueError):
-        ops.warm_up(fails, [1], pool=(0, 7))
+        ops.warm_up(fails, [1], pool=pool)
     assert calls == [("begin", 3, (0, 7)), "run", ("end", 3, (0, 7)), ("release", 3, (0, 7))]
     calls.clear()
     ops.warm_up(lambda x: calls.append("run"), [1])
-    assert calls == ["run"]
+    ops.warm_up(lambda x: calls.append("run"), [1], pool=(0, 7))  # a bare handle: not routed
+    assert calls == ["run", "run"]

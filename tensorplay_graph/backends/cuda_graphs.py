@@ -93,14 +93,20 @@ def side_stream(torch: Any) -> Any:
     return stream
 
 
+def _pool_id(pool: Any) -> Any:
+    return getattr(pool, "id", pool)
+
+
 @contextlib.contextmanager
 def allocating_to(torch: Any, pool: Any) -> Iterator[None]:
-    """This thread's allocations on the current device go to graph pool ``pool`` (a handle
-    from ``graph_pool_handle``) while the block runs; ``None``: the default pool. What
-    cudagraph trees do for their warm-up runs, through the same allocator calls."""
-    if pool is None:
+    """This thread's allocations on the current device go to ``pool`` (a ``MemPool``, which
+    keeps the pool alive: the allocator requires it) while the block runs; anything else:
+    the default pool. What cudagraph trees do for their warm-up runs, through the same
+    allocator calls."""
+    if not hasattr(pool, "id"):
         yield
         return
+    pool = pool.id
     device = torch.cuda.current_device()
     C = torch._C
     begin = getattr(C, "_cuda_beginAllocateCurrentThreadToPool", None)
@@ -136,7 +142,11 @@ class TorchGraphs:
 
     @staticmethod
     def pool_handle() -> Any:
-        return _torch().cuda.graph_pool_handle()
+        """A ``torch.cuda.MemPool``: it keeps the pool alive between the runs that allocate
+        from it (a bare ``graph_pool_handle`` on torch without MemPool: captures only)."""
+        cuda = _torch().cuda
+        make = getattr(cuda, "MemPool", None)
+        return make() if make is not None else cuda.graph_pool_handle()
 
     @staticmethod
     def capture(fn: Callable[..., Any], args: Sequence[Any], pool: Any = None) -> Tuple[Any, Any]:
@@ -153,7 +163,7 @@ class TorchGraphs:
             with torch.cuda.stream(stream):
                 fn(*args)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=pool, stream=stream,
+            with torch.cuda.graph(graph, pool=_pool_id(pool), stream=stream,
                                   capture_error_mode="thread_local"):
                 out = fn(*args)
         graph.tpg_device = device.index if device.index is not None else \

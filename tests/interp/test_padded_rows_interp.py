@@ -45,12 +45,16 @@ def test_the_producing_kernel_writes_padded_rows_and_no_copy_is_made(program, mo
     aligned_gemm.rewrite_misaligned_gemms(module)
     targets = [n.target for n in module.graph.nodes]
     assert aligned_gemm.padded_columns not in targets and targets.count(aligned_gemm.aligned_matmul) == 2
-    seen, copies = [], []
-    matmul, padded = aligned_gemm.aligned_matmul, aligned_gemm._padded
+    assert targets.count(aligned_gemm.padded_base) == 1
+    seen, copies, bases = [], [], []
+    matmul, padded, base = aligned_gemm.aligned_matmul, aligned_gemm._padded, aligned_gemm.padded_base
     monkeypatch.setattr(aligned_gemm, "_padded", lambda x, *a: copies.append(x.shape) or padded(x, *a))
+    monkeypatch.setattr(aligned_gemm, "padded_columns", lambda x: pytest.fail("gradient copied"))
     for node in module.graph.nodes:
         if node.target is matmul:
             node.target = lambda a, b, *rest: seen.append(a.stride()) or matmul(a, b, *rest)
+        elif node.target is base:
+            node.target = lambda x: bases.append((x, base(x))) or bases[-1][1]
     module.recompile()
     got = module(g, w, h)
     for got_one, want in zip(got, program(g, w, h)):
@@ -58,7 +62,11 @@ def test_the_producing_kernel_writes_padded_rows_and_no_copy_is_made(program, mo
     # the gradient's rows lie 16 elements apart (13 padded to 8's multiple), read in place
     pitches = sorted(st[-2] if st[-1] == 1 else st[-1] for st in seen)
     assert pitches == [16, 16] and sorted(st[-1] for st in seen) == [1, 16], seen
-    assert copies == [w.shape] or copies == [], copies  # never the gradient
+    # the buffer both GEMMs take: the gradient's rows, zeros after them; only W is padded
+    (x, buffer), = bases
+    assert buffer.shape == (6, 16) and buffer.data_ptr() == x.data_ptr()
+    assert torch.equal(buffer[:, :13], x.reshape(6, 13)) and not buffer[:, 13:].any()
+    assert copies == [w.shape], copies
 
 
 def test_a_kernel_output_read_by_other_ops_keeps_its_layout(monkeypatch):
@@ -71,9 +79,40 @@ def test_a_kernel_output_read_by_other_ops_keeps_its_layout(monkeypatch):
     module = compile_graph(tpg.capture(program, g, w, h), (g, w, h), backends=["triton"])
     _as_cuda(module)
     aligned_gemm.rewrite_misaligned_gemms(module)
-    assert aligned_gemm.padded_columns in [n.target for n in module.graph.nodes]
+    targets = [n.target for n in module.graph.nodes]
+    assert aligned_gemm.padded_columns in targets and aligned_gemm.padded_base not in targets
     for got_one, want in zip(module(g, w, h), program(g, w, h)):
         torch.testing.assert_close(got_one, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_padded_base_of_a_dense_matrix_is_a_zero_padded_copy():
+    g = torch.randn(2, 3, 13)
+    buffer = aligned_gemm.padded_base(g)
+    assert buffer.shape == (6, 16) and buffer.data_ptr() != g.data_ptr()
+    assert torch.equal(buffer[:, :13], g.reshape(6, 13)) and not buffer[:, 13:].any()
+
+
+def test_gemms_take_the_padded_buffer_for_aligned_rows_of_odd_extent():
+    """An operand in aligned rows but K (or M) odd still goes to cuBLAS padded when the
+    padded buffer is at hand."""
+    buffer = torch.zeros(6, 16)
+    buffer[:, :13] = torch.randn(6, 13)
+    buffer.tpg_source = None
+    g = buffer[:, :13]
+    shared = aligned_gemm.padded_base(g)
+    assert aligned_gemm.gemm_padding(g, torch.randn(13, 8)) is None
+    assert aligned_gemm.gemm_padding(g, torch.randn(13, 8), pad_a=True) == (0, 3, 0, True, True)
+    assert aligned_gemm.gemm_padding(g.t(), torch.randn(6, 8), pad_a=True) == (3, 0, 0, True, False)
+    w, h = torch.randn(13, 8), torch.randn(6, 8)
+    calls = []
+    mm = torch.mm
+    try:
+        torch.mm = lambda x, y: calls.append((x.shape, y.shape)) or mm(x, y)
+        torch.testing.assert_close(aligned_gemm.aligned_matmul(g, w, shared), g @ w)
+        torch.testing.assert_close(aligned_gemm.aligned_matmul(g.t(), h, shared), g.t() @ h)
+    finally:
+        torch.mm = mm
+    assert calls == [((6, 16), (16, 8)), ((16, 6), (6, 8))], calls
 
 
 def test_row_layout_arithmetic():
