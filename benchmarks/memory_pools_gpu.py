@@ -8,9 +8,11 @@ per pool (the default pool, and each CUDA-graph pool) the reserved and allocated
 number of segments and the largest blocks with their state. Prints JSON lines. ``--stacks``
 records allocation history from the start and prints, for every live block of 16 MB or more
 in the default pool, the Python frames that allocated it. ``--trace`` records one more step
-and prints the default pool's peak during it (a graph pool's size is fixed between steps):
-the blocks live at the moment of its peak reserved bytes and the new segments the step
-allocated, each with the frames that allocated it.
+and prints the step's peak reserved and allocated bytes in this fresh process (the figures to
+compare between modes: one process each, nothing left by another mode), the default pool's
+peak during it (a graph pool's size is fixed between steps) with the blocks live at that
+moment and the new segments the step allocated, each with the frames that allocated it, and
+the default-pool segments a live block keeps from being released.
 """
 
 from __future__ import annotations
@@ -99,12 +101,16 @@ def step_peak(run_step) -> list:
             for block in segment["blocks"]:
                 if block["state"] == "active_allocated":
                     live[block["address"]] = (block["size"], _frames(block), "before the step")
+    torch.cuda.reset_peak_memory_stats()
     run_step()
     torch.cuda.synchronize()
+    peaks = {"step_peak_reserved_mb": round(torch.cuda.max_memory_reserved() / MB),
+             "step_peak_allocated_mb": round(torch.cuda.max_memory_allocated() / MB)}
     events = torch.cuda.memory._snapshot()["device_traces"][0][start:]
     allocated = sum(size for size, _, _ in live.values())
     rows = [{"graph_pools_mb": round(graph_mb), "default_reserved_mb_at_start": round(reserved / MB),
-             "default_allocated_mb_at_start": round(allocated / MB), "events": len(events)}]
+             "default_allocated_mb_at_start": round(allocated / MB), "events": len(events),
+             **peaks}]
     peak, at_peak, new_segments = reserved, dict(live), []
     for event in events:
         action, addr, size = event["action"], event["addr"], event["size"]

@@ -244,3 +244,21 @@ def test_a_warm_up_in_a_graph_pool_routes_this_threads_allocations_there(monkeyp
     ops.warm_up(lambda x: calls.append("run"), [1])
     ops.warm_up(lambda x: calls.append("run"), [1], pool=(0, 7))  # a bare handle: not routed
     assert calls == ["run", "run"]
+
+
+@pytest.mark.parametrize("on_cuda", [True, False])
+def test_capture_gives_its_cached_device_memory_back_once_per_capture(monkeypatch, on_cuda):
+    """Capture runs the program on real examples; on CUDA the cache it leaves is released
+    once, right after capture (a later long-lived block would pin a freed segment)."""
+    from tensorplay_graph.backends import cuda_graph_policy
+    released = []
+    monkeypatch.setattr(cuda_graph_policy, "is_cuda_tensor", lambda value: on_cuda and
+                        isinstance(value, torch.Tensor))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: released.append(1))
+    compiled = tpg.compile(lambda x: (x * 2).sin(), options={"backends": ["reference"]})
+    x = torch.randn(4)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), (x * 2).sin())
+    assert released == ([1] if on_cuda else [])
+    compiled(torch.randn(5, 2))  # a new signature: captured again
+    assert released == ([1, 1] if on_cuda else [])
