@@ -152,7 +152,7 @@ def test_warm_ups_and_captures_share_one_side_stream_per_device(monkeypatch):
     import contextlib
     import types
 
-    from tensorplay_graph.backends import cuda_graphs
+    from tensorplay_graph.backends import cuda_graph_ops
 
     class Stream:
         def wait_stream(self, other):
@@ -191,10 +191,10 @@ def test_warm_ups_and_captures_share_one_side_stream_per_device(monkeypatch):
             return contextlib.nullcontext()
 
     cuda = Cuda()
-    monkeypatch.setattr(cuda_graphs, "_torch", lambda: types.SimpleNamespace(cuda=cuda))
-    monkeypatch.setattr(cuda_graphs, "is_cuda_tensor", lambda value: True)
-    monkeypatch.setattr(cuda_graphs, "_SIDE_STREAMS", {})
-    ops = cuda_graphs.TorchGraphs
+    monkeypatch.setattr(cuda_graph_ops, "_torch", lambda: types.SimpleNamespace(cuda=cuda))
+    monkeypatch.setattr(cuda_graph_ops, "is_cuda_tensor", lambda value: True)
+    monkeypatch.setattr(cuda_graph_ops, "_SIDE_STREAMS", {})
+    ops = cuda_graph_ops.TorchGraphs
     on = [types.SimpleNamespace(device=types.SimpleNamespace(index=i)) for i in (0, 1)]
     for _ in range(3):
         ops.warm_up(lambda x: x, on[:1])
@@ -212,7 +212,7 @@ def test_a_warm_up_in_a_graph_pool_routes_this_threads_allocations_there(monkeyp
     import contextlib
     import types
 
-    from tensorplay_graph.backends import cuda_graphs
+    from tensorplay_graph.backends import cuda_graph_ops
 
     calls = []
 
@@ -226,9 +226,9 @@ def test_a_warm_up_in_a_graph_pool_routes_this_threads_allocations_there(monkeyp
         _cuda_beginAllocateCurrentThreadToPool=lambda d, p: calls.append(("begin", d, p)),
         _cuda_endAllocateToPool=lambda d, p: calls.append(("end", d, p)),
         _cuda_releasePool=lambda d, p: calls.append(("release", d, p)))
-    monkeypatch.setattr(cuda_graphs, "_torch", lambda: types.SimpleNamespace(cuda=cuda, _C=C))
-    monkeypatch.setattr(cuda_graphs, "_SIDE_STREAMS", {})
-    ops = cuda_graphs.TorchGraphs
+    monkeypatch.setattr(cuda_graph_ops, "_torch", lambda: types.SimpleNamespace(cuda=cuda, _C=C))
+    monkeypatch.setattr(cuda_graph_ops, "_SIDE_STREAMS", {})
+    ops = cuda_graph_ops.TorchGraphs
     pool = types.SimpleNamespace(id=(0, 7))  # a MemPool: it keeps the pool alive
     assert ops.warm_up(lambda x: calls.append("run") or x + 1, [1], pool=pool) == 2
     assert calls == [("begin", 3, (0, 7)), "run", ("end", 3, (0, 7)), ("release", 3, (0, 7))]

@@ -41,14 +41,13 @@ CUDA error (:mod:`.cuda_graph_capture`) in the WARNING and in ``explain()``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..frameworks import adapter_for
 from .cuda_graph_capture import capture_failure, copy_into, private_copy
+from .cuda_graph_ops import TorchGraphs
 from .output_tree import flatten as _flatten, rebuild as _rebuild
 from .cuda_graph_policy import HOST_FUNCTIONS, HOST_METHODS, ON, decide, is_cuda_tensor  # noqa: F401
 
@@ -73,117 +72,6 @@ def wrap(module: Any, example_inputs: Sequence[Any], option: Optional[bool] = No
     except AttributeError:
         pass
     return module
-
-
-def _torch() -> Any:
-    return adapter_for("torch").module
-
-
-_SIDE_STREAMS: Dict[int, Any] = {}
-
-
-def side_stream(torch: Any) -> Any:
-    """The one side stream of the current device that every warm-up and capture runs on.
-    Why one: cuBLAS keeps a 32 MiB workspace per stream it ran on, for the process's life (a
-    stream per capture held seven of them, 224 MiB, in a GPT-2 training process)."""
-    index = torch.cuda.current_device()
-    stream = _SIDE_STREAMS.get(index)
-    if stream is None:
-        stream = _SIDE_STREAMS[index] = torch.cuda.Stream()
-    return stream
-
-
-def _pool_id(pool: Any) -> Any:
-    return getattr(pool, "id", pool)
-
-
-@contextlib.contextmanager
-def allocating_to(torch: Any, pool: Any) -> Iterator[None]:
-    """This thread's allocations on the current device go to ``pool`` (a ``MemPool``, which
-    keeps the pool alive: the allocator requires it) while the block runs; anything else:
-    the default pool. What cudagraph trees do for their warm-up runs, through the same
-    allocator calls."""
-    if not hasattr(pool, "id"):
-        yield
-        return
-    pool = pool.id
-    device = torch.cuda.current_device()
-    C = torch._C
-    begin = getattr(C, "_cuda_beginAllocateCurrentThreadToPool", None)
-    if begin is not None:
-        begin(device, pool)
-    else:  # torch before the per-thread call: route the current stream's allocations
-        stream = torch.cuda.current_stream().cuda_stream
-        C._cuda_beginAllocateToPool(device, pool, lambda s: s == stream)
-    try:
-        yield
-    finally:
-        C._cuda_endAllocateToPool(device, pool)
-        C._cuda_releasePool(device, pool)
-
-
-class TorchGraphs:
-    """The CUDA operations the runner needs (a test substitutes a CPU stand-in)."""
-
-    is_tensor = staticmethod(is_cuda_tensor)
-
-    @staticmethod
-    def warm_up(fn: Callable[..., Any], args: Sequence[Any], pool: Any = None) -> Any:
-        """``fn(*args)`` on the side stream, as torch.cuda.graphs recommends before capturing.
-        ``pool``: a graph pool handle the run allocates from (:mod:`.cuda_graph_pool` says
-        when), else the default pool."""
-        torch = _torch()
-        stream = side_stream(torch)
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream), allocating_to(torch, pool):
-            out = fn(*args)
-        torch.cuda.current_stream().wait_stream(stream)
-        return out
-
-    @staticmethod
-    def pool_handle() -> Any:
-        """A ``torch.cuda.MemPool``: it keeps the pool alive between the runs that allocate
-        from it (a bare ``graph_pool_handle`` on torch without MemPool: captures only)."""
-        cuda = _torch().cuda
-        make = getattr(cuda, "MemPool", None)
-        return make() if make is not None else cuda.graph_pool_handle()
-
-    @staticmethod
-    def capture(fn: Callable[..., Any], args: Sequence[Any], pool: Any = None) -> Tuple[Any, Any]:
-        """A run of ``fn`` on the capture's own stream and arguments, then the capture: what
-        is lazy on first use (a new kernel specialization: Triton's module load, a per-stream
-        cuBLAS workspace) happens outside it. ``thread_local``: other threads' calls cannot
-        invalidate it. ``pool``: a handle shared with other graphs (:mod:`.cuda_graph_pool`),
-        else the graph's own private pool."""
-        torch = _torch()
-        device = next(a.device for a in args if is_cuda_tensor(a))
-        with torch.cuda.device(device):  # the inputs' device, whichever is current
-            stream = side_stream(torch)
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                fn(*args)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=_pool_id(pool), stream=stream,
-                                  capture_error_mode="thread_local"):
-                out = fn(*args)
-        graph.tpg_device = device.index if device.index is not None else \
-            torch.cuda.current_device()
-        return graph, out
-
-    @staticmethod
-    def replay(graph: Any) -> None:
-        torch = _torch()
-        if torch.cuda.current_device() == graph.tpg_device:
-            graph.replay()
-        else:
-            with torch.cuda.device(graph.tpg_device):
-                graph.replay()
-
-    @staticmethod
-    def storage_uses(tensor: Any) -> int:
-        """How many tensors (views included) share ``tensor``'s storage."""
-        torch = _torch()
-        return torch._C._storage_Use_Count(tensor.untyped_storage()._cdata)
 
 
 _SCALARS = (int, float, bool, complex, str, bytes, type(None))
