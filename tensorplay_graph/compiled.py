@@ -395,4 +395,6 @@ def release_capture_memory(leaves: Sequence[Any]) -> None:
     those free segments and pins it (GPT-2: a 394 MB segment held by a 32 MB workspace)."""
     from .backends.cuda_graph_policy import is_cuda_tensor
     if any(is_cuda_tensor(leaf) for leaf in leaves):
-        adapter_for("torch").module.cuda.empty_cache()
+        cuda = adapter_for("torch").module.cuda
+        if not cuda.is_current_stream_capturing():  # freeing device memory breaks a capture
+            cuda.empty_cache()

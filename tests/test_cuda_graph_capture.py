@@ -255,10 +255,15 @@ def test_capture_gives_its_cached_device_memory_back_once_per_capture(monkeypatc
     monkeypatch.setattr(cuda_graph_policy, "is_cuda_tensor", lambda value: on_cuda and
                         isinstance(value, torch.Tensor))
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: released.append(1))
+    capturing = [False]
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
     compiled = tpg.compile(lambda x: (x * 2).sin(), options={"backends": ["reference"]})
     x = torch.randn(4)
     for _ in range(3):
         torch.testing.assert_close(compiled(x), (x * 2).sin())
     assert released == ([1] if on_cuda else [])
     compiled(torch.randn(5, 2))  # a new signature: captured again
+    assert released == ([1, 1] if on_cuda else [])
+    capturing[0] = True  # inside a CUDA graph capture nothing is freed
+    compiled(torch.randn(3, 3))
     assert released == ([1, 1] if on_cuda else [])
