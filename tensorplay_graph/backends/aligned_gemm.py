@@ -150,20 +150,21 @@ def _from_shared(flat: Any, shared: Any, pad_m: int, pad_k: int) -> Any:
 def aligned_matmul(a: Any, b: Any, shared: Any = None) -> Any:
     """``torch.matmul(a, b)`` for a 2-D ``b``, through zero-padded copies of whichever operand
     cuBLAS would read misaligned (see the module docstring); eager's values and layout.
-    ``shared``: a :func:`padded_columns` copy of ``a``'s matrix, used instead of a new one."""
+    ``shared``: a :func:`padded_columns` copy of ``a``'s matrix (or the :func:`padded_base`
+    buffer its kernel wrote), used instead of a new one."""
     torch = adapter_for("torch").module
     if a.dim() < 2 or b.dim() != 2:
         return torch.matmul(a, b)
     flat = a.reshape(-1, a.shape[-1])
-    plan = gemm_padding(flat, b)
+    lhs = plan = None
     if shared is not None:  # the shared buffer pads ``a`` at no cost: take it when it fits
-        forced = gemm_padding(flat, b, pad_a=True)
-        if forced is not None and _from_shared(flat, shared, *forced[:2]) is not None:
-            plan = forced
+        plan = gemm_padding(flat, b, pad_a=True)
+        lhs = _from_shared(flat, shared, *plan[:2]) if plan is not None else None
+    if lhs is None:
+        plan = gemm_padding(flat, b)
     if plan is None:
         return torch.matmul(a, b)
     pad_m, pad_k, pad_n, copy_a, copy_b = plan
-    lhs = _from_shared(flat, shared, pad_m, pad_k) if copy_a and shared is not None else None
     if lhs is None:
         lhs = _padded(flat, pad_m, pad_k, _layout(flat)[0]) if copy_a else flat
     rhs = _padded(b, pad_k, pad_n, _layout(b)[0]) if copy_b else b

@@ -151,9 +151,8 @@ class CudaGraphRunner:
                        "(drop the previous result before calling again to avoid the copy)",
                        len(held))
             return self._capture(args, [slot for slot, _ in self._private])
-        if self._pool is not None:
-            if self._pool.holder(self) is not None:
-                return self._leave_pool(args)
+        if self._pool is not None and self._pool.holder(self) is not None:
+            return self._leave_pool(args)
         for cache in self._refresh:
             if not cache.refresh_for_replay():
                 return self._recapture(args, "a cached channels_last weight was replaced")

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence, Tuple
 
+from ..frameworks import adapter_for
+from ..ir.meta import contiguous_strides
+
 Shape = Tuple[int, ...]
 
 
@@ -49,7 +52,6 @@ def rows_layout(shape: Sequence[int], strides: Sequence[int], width: int, pitch:
                 ) -> Optional[Tuple[int, Shape]]:
     """``(k, padded strides)`` when an output of ``shape`` written row-major with ``strides``
     can be written into rows of ``pitch`` instead, else None."""
-    from ..ir.meta import contiguous_strides
     k = trailing_split(shape, width)
     if k is None or k == 0 or pitch <= width or tuple(strides) != contiguous_strides(tuple(shape)):
         return None
@@ -60,7 +62,6 @@ def padded_empty(shape: Shape, strides: Shape, width: int, pitch: int, dtype: An
                  device: Any) -> Any:
     """An uninitialized tensor of ``shape`` with ``strides`` (:func:`padded_strides`): the first
     ``width`` columns of a ``(rows, pitch)`` buffer whose other columns are zero."""
-    from ..frameworks import adapter_for
     torch = adapter_for("torch").module
     rows = 1
     for n in shape:
