@@ -1,0 +1,163 @@
+"""Column-sum kernel strategies on the GPU, against copy bandwidth measured in the same run.
+
+    python benchmarks/column_sum_gpu.py [--rows 32768 --cols 4096] [--quick]
+
+``x.sum(0)`` of a ``rows x cols`` bf16 matrix (issue 11's target: 90% of copy bandwidth) as
+standalone Triton kernels, to find what the generated kernel (``backends/triton/columns.py``)
+should do before changing it:
+
+* ``two``: stage 1 -- ``(cols / BK) x SPLIT`` programs loop over ``BR x BK`` tiles of their
+  rows and store fp32 partial sums; stage 2 -- one program per ``BK`` columns adds the SPLIT
+  partials in order (what the generated kernel does today);
+* ``last``: the same stage 1, then each program takes a ticket from a per-column-block
+  counter; the program holding the last ticket adds the partials in order and resets the
+  counter (one launch, still deterministic);
+* ``stage1``: stage 1 alone (the ceiling of the two above).
+
+Each configuration is checked against ``torch.sum`` (fp32 accumulation) and timed with
+Triton's ``do_bench`` (median, L2 flushed), as ``benchmarks/gpu.py`` times its workloads. One
+JSON line per configuration, then the best of each strategy; ``torch``, Inductor and
+``tensorplay_graph`` rows are the anchors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+import triton
+import triton.language as tl
+from triton.testing import do_bench
+
+
+@triton.jit
+def _stage1(x_ptr, part_ptr, cnt_ptr, out_ptr, rows, cols, split_rows, n_split,
+            BR: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr, LAST: tl.constexpr,
+            WRITE: tl.constexpr):
+    pid_k = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    ks = pid_k * BK + tl.arange(0, BK)[None, :]
+    kmask = ks < cols
+    start = pid_s * split_rows
+    end = tl.minimum(start + split_rows, rows)
+    acc = tl.zeros([BR, BK], dtype=tl.float32)
+    for r in tl.range(start, end, BR, num_stages=STAGES):
+        rr = r + tl.arange(0, BR)[:, None]
+        mask = kmask & (rr < end)
+        acc += tl.load(x_ptr + rr.to(tl.int64) * cols + ks, mask=mask, other=0.0).to(tl.float32)
+    total = tl.sum(acc, axis=0, keep_dims=True)
+    if WRITE:
+        tl.store(part_ptr + pid_s * cols + ks, total, mask=kmask)
+    if LAST:
+        ticket = tl.atomic_add(cnt_ptr + pid_k, 1, sem="acq_rel")
+        if ticket == n_split - 1:
+            result = tl.zeros([1, BK], dtype=tl.float32)
+            for s in range(0, n_split):
+                result += tl.load(part_ptr + s * cols + ks, mask=kmask, other=0.0,
+                                  cache_modifier=".cg")
+            tl.store(out_ptr + ks, result.to(tl.bfloat16), mask=kmask)
+            tl.atomic_xchg(cnt_ptr + pid_k, 0)
+
+
+@triton.jit
+def _stage2(part_ptr, out_ptr, cols, n_split, BK: tl.constexpr):
+    ks = tl.program_id(0) * BK + tl.arange(0, BK)
+    kmask = ks < cols
+    result = tl.zeros([BK], dtype=tl.float32)
+    for s in range(0, n_split):
+        result += tl.load(part_ptr + s * cols + ks, mask=kmask, other=0.0)
+    tl.store(out_ptr + ks, result.to(tl.bfloat16), mask=kmask)
+
+
+def column_sum(x, br, bk, warps, split, stages, strategy, counters):
+    rows, cols = x.shape
+    tiles = triton.cdiv(rows, br)
+    split_rows = triton.cdiv(tiles, split) * br
+    n_split = triton.cdiv(rows, split_rows)
+    part = torch.empty((n_split, cols), dtype=torch.float32, device=x.device)
+    out = torch.empty((cols,), dtype=torch.bfloat16, device=x.device)
+    grid = (triton.cdiv(cols, bk), n_split)
+    _stage1[grid](x, part, counters, out, rows, cols, split_rows, n_split, BR=br, BK=bk,
+                  STAGES=stages, LAST=strategy == "last", WRITE=True, num_warps=warps)
+    if strategy == "two":
+        _stage2[(triton.cdiv(cols, 128),)](part, out, cols, n_split, BK=128, num_warps=4)
+    return out
+
+
+def bench(fn):
+    return do_bench(fn, warmup=25, rep=200, return_mode="median")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=32768)
+    parser.add_argument("--cols", type=int, default=4096)
+    parser.add_argument("--quick", action="store_true", help="fewer configurations")
+    parser.add_argument("--anchors", action="store_true",
+                        help="also time Inductor and tensorplay_graph.compile")
+    ns = parser.parse_args()
+    torch.manual_seed(0)
+    x = torch.randn(ns.rows, ns.cols, device="cuda", dtype=torch.bfloat16)
+    nbytes = x.numel() * x.element_size()
+    big = torch.randn(64 * 2 ** 20, device="cuda")
+    dst = torch.empty_like(big)
+    copy_gbs = 2 * big.numel() * 4 / bench(lambda: dst.copy_(big)) / 1e6
+    del big, dst
+    want = x.float().sum(0)
+    counters = torch.zeros(ns.cols, dtype=torch.int32, device="cuda")
+
+    def report(name, ms, **extra):
+        gbs = nbytes / ms / 1e6
+        row = {"config": name, "ms": round(ms, 5), "GBps": round(gbs), "pct_copy": round(100 * gbs / copy_gbs, 1)}
+        row.update(extra)
+        print(json.dumps(row), flush=True)
+        return row
+
+    print(json.dumps({"copy_GBps": round(copy_gbs), "bytes": nbytes, "device": torch.cuda.get_device_name()}))
+    report("torch.sum(0)", bench(lambda: x.sum(0)))
+    if ns.anchors:
+        compiled = torch.compile(lambda t: t.sum(0))
+        compiled(x)
+        report("inductor", bench(lambda: compiled(x)))
+        import tensorplay_graph as tpg
+        ours = tpg.compile(lambda t: t.sum(0), backend="triton")
+        ours(x)
+        report("tensorplay_graph (today)", bench(lambda: ours(x)))
+    tiles = [(32, 128, 4), (64, 128, 4), (64, 128, 8), (16, 256, 4), (32, 256, 8), (8, 512, 4),
+             (16, 512, 8), (4, 1024, 4), (8, 1024, 8)]
+    programs = (264, 528, 1056)
+    stage_counts = (1, 3)
+    if ns.quick:
+        tiles, programs, stage_counts = tiles[:3], (528,), (1, 3)
+    best = {}
+    for br, bk, warps in tiles:
+        for target in programs:
+            split = max(1, target * bk // ns.cols)
+            for stages in stage_counts:
+                for strategy in ("two", "last", "stage1"):
+                    name = f"{strategy} {br}x{bk} w{warps} split{split} stages{stages}"
+                    try:
+                        got = column_sum(x, br, bk, warps, split, stages, strategy, counters)
+                        torch.cuda.synchronize()
+                        if strategy != "stage1":
+                            err = (got.float() - want).abs().max().item()
+                            if err > 1e-2 * want.abs().max().item():  # bf16 output rounding
+                                print(json.dumps({"config": name, "error": f"max err {err}"}))
+                                continue
+                        ms = bench(lambda: column_sum(x, br, bk, warps, split, stages, strategy,
+                                                      counters))
+                    except Exception as exc:  # noqa: BLE001 - a config Triton rejects
+                        print(json.dumps({"config": name, "error": f"{type(exc).__name__}: {exc}"[:200]}))
+                        continue
+                    row = report(name, ms)
+                    if strategy not in best or ms < best[strategy]["ms"]:
+                        best[strategy] = row
+    for strategy, row in best.items():
+        print(json.dumps({"best": strategy, **row}), flush=True)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
