@@ -23,6 +23,7 @@ JSON line per configuration, then the best of each strategy; ``torch``, Inductor
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 
@@ -35,7 +36,7 @@ from triton.testing import do_bench
 @triton.jit
 def _stage1(x_ptr, part_ptr, cnt_ptr, out_ptr, rows, cols, split_rows, n_split,
             BR: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr, LAST: tl.constexpr,
-            WRITE: tl.constexpr):
+            WRITE: tl.constexpr, EVICT: tl.constexpr):
     pid_k = tl.program_id(0)
     pid_s = tl.program_id(1)
     ks = pid_k * BK + tl.arange(0, BK)[None, :]
@@ -46,7 +47,8 @@ def _stage1(x_ptr, part_ptr, cnt_ptr, out_ptr, rows, cols, split_rows, n_split,
     for r in tl.range(start, end, BR, num_stages=STAGES):
         rr = r + tl.arange(0, BR)[:, None]
         mask = kmask & (rr < end)
-        acc += tl.load(x_ptr + rr.to(tl.int64) * cols + ks, mask=mask, other=0.0).to(tl.float32)
+        acc += tl.load(x_ptr + rr.to(tl.int64) * cols + ks, mask=mask, other=0.0,
+                       eviction_policy=EVICT).to(tl.float32)
     total = tl.sum(acc, axis=0, keep_dims=True)
     if WRITE:
         tl.store(part_ptr + pid_s * cols + ks, total, mask=kmask)
@@ -71,7 +73,7 @@ def _stage2(part_ptr, out_ptr, cols, n_split, BK: tl.constexpr):
     tl.store(out_ptr + ks, result.to(tl.bfloat16), mask=kmask)
 
 
-def column_sum(x, br, bk, warps, split, stages, strategy, counters):
+def column_sum(x, br, bk, warps, split, stages, strategy, counters, evict=""):
     rows, cols = x.shape
     tiles = triton.cdiv(rows, br)
     split_rows = triton.cdiv(tiles, split) * br
@@ -80,7 +82,8 @@ def column_sum(x, br, bk, warps, split, stages, strategy, counters):
     out = torch.empty((cols,), dtype=torch.bfloat16, device=x.device)
     grid = (triton.cdiv(cols, bk), n_split)
     _stage1[grid](x, part, counters, out, rows, cols, split_rows, n_split, BR=br, BK=bk,
-                  STAGES=stages, LAST=strategy == "last", WRITE=True, num_warps=warps)
+                  STAGES=stages, LAST=strategy == "last", WRITE=True, EVICT=evict,
+                  num_warps=warps)
     if strategy == "two":
         _stage2[(triton.cdiv(cols, 128),)](part, out, cols, n_split, BK=128, num_warps=4)
     return out
@@ -95,6 +98,11 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=32768)
     parser.add_argument("--cols", type=int, default=4096)
     parser.add_argument("--quick", action="store_true", help="fewer configurations")
+    parser.add_argument("--tiles", default="", help="'BR,BK,WARPS;...' (default: a fixed list)")
+    parser.add_argument("--programs", default="264,528,1056", help="programs to aim for")
+    parser.add_argument("--stages", default="1,3", help="software-pipelining stages of the loop")
+    parser.add_argument("--strategies", default="two,last,stage1")
+    parser.add_argument("--evict", default="", help="'',evict_first: load eviction policies")
     parser.add_argument("--anchors", action="store_true",
                         help="also time Inductor and tensorplay_graph.compile")
     ns = parser.parse_args()
@@ -127,33 +135,35 @@ def main() -> None:
         report("tensorplay_graph (today)", bench(lambda: ours(x)))
     tiles = [(32, 128, 4), (64, 128, 4), (64, 128, 8), (16, 256, 4), (32, 256, 8), (8, 512, 4),
              (16, 512, 8), (4, 1024, 4), (8, 1024, 8)]
-    programs = (264, 528, 1056)
-    stage_counts = (1, 3)
+    if ns.tiles:
+        tiles = [tuple(int(v) for v in t.split(",")) for t in ns.tiles.split(";")]
+    programs = [int(v) for v in ns.programs.split(",")]
+    stage_counts = [int(v) for v in ns.stages.split(",")]
     if ns.quick:
         tiles, programs, stage_counts = tiles[:3], (528,), (1, 3)
     best = {}
     for br, bk, warps in tiles:
         for target in programs:
             split = max(1, target * bk // ns.cols)
-            for stages in stage_counts:
-                for strategy in ("two", "last", "stage1"):
-                    name = f"{strategy} {br}x{bk} w{warps} split{split} stages{stages}"
-                    try:
-                        got = column_sum(x, br, bk, warps, split, stages, strategy, counters)
-                        torch.cuda.synchronize()
-                        if strategy != "stage1":
-                            err = (got.float() - want).abs().max().item()
-                            if err > 1e-2 * want.abs().max().item():  # bf16 output rounding
-                                print(json.dumps({"config": name, "error": f"max err {err}"}))
-                                continue
-                        ms = bench(lambda: column_sum(x, br, bk, warps, split, stages, strategy,
-                                                      counters))
-                    except Exception as exc:  # noqa: BLE001 - a config Triton rejects
-                        print(json.dumps({"config": name, "error": f"{type(exc).__name__}: {exc}"[:200]}))
-                        continue
-                    row = report(name, ms)
-                    if strategy not in best or ms < best[strategy]["ms"]:
-                        best[strategy] = row
+            for stages, evict, strategy in itertools.product(
+                    stage_counts, ns.evict.split(","), ns.strategies.split(",")):
+                name = f"{strategy} {br}x{bk} w{warps} split{split} stages{stages} {evict}".strip()
+                try:
+                    got = column_sum(x, br, bk, warps, split, stages, strategy, counters, evict)
+                    torch.cuda.synchronize()
+                    if strategy != "stage1":
+                        err = (got.float() - want).abs().max().item()
+                        if err > 1e-2 * want.abs().max().item():  # bf16 output rounding
+                            print(json.dumps({"config": name, "error": f"max err {err}"}))
+                            continue
+                    ms = bench(lambda: column_sum(x, br, bk, warps, split, stages, strategy,
+                                                  counters, evict))
+                except Exception as exc:  # noqa: BLE001 - a config Triton rejects
+                    print(json.dumps({"config": name, "error": f"{type(exc).__name__}: {exc}"[:200]}))
+                    continue
+                row = report(name, ms)
+                if strategy not in best or ms < best[strategy]["ms"]:
+                    best[strategy] = row
     for strategy, row in best.items():
         print(json.dumps({"best": strategy, **row}), flush=True)
     sys.exit(0)

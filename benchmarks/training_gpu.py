@@ -119,7 +119,7 @@ def run_model(name, modes, results, out_dir, meta):
             # the per-half summary lines: region counts and the CUDA-graph decision / failure
             row["plan"] = [line[:600] for line in lines
                            if "fused region" in line or line.startswith("cuda graphs")
-                           or line.startswith("saved for backward")]
+                           or line.startswith(("saved for backward", "largest saved"))]
 
     def after_row(row):
         _ratios(results, name)

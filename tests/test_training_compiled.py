@@ -194,6 +194,9 @@ def test_min_cut_recomputes_pointwise_chains_instead_of_saving_them():
     # cheaper than saving them, so the backward recomputes sin / exp / tanh
     assert set(split.saved) == {"x", "w"}, split.saved
     assert {"sin", "exp", "tanh"} <= set(split.recomputed), split.recomputed
+    # the report lists what is saved, largest first, in bytes as torch stores it
+    assert split.saved_sizes == [("x", x.numel() * 4, "8x16 float32"),
+                                 ("w", w.numel() * 4, "16x4 float32")]
 
 
 def test_training_mode_dropout_draws_as_eager_and_trains_compiled():
@@ -219,3 +222,4 @@ def test_training_mode_dropout_draws_as_eager_and_trains_compiled():
         for name in want:
             _close(got[name], want[name], f"grad {name}")
     assert "compiled through our joint graph" in compiled.explain()
+    assert "largest saved: " in compiled.explain()

@@ -45,6 +45,8 @@ class SplitProgram:
     saved_bytes: int
     recomputed: List[str]
     saved_primals: Dict[int, int] = field(default_factory=dict)
+    #: ``(name, bytes, "shape dtype")`` of each saved tensor, largest first
+    saved_sizes: List[Tuple[str, int, str]] = field(default_factory=list)
 
 
 def _bytes(node: Node) -> int:
@@ -165,7 +167,17 @@ def split_joint(joint: JointGraph) -> SplitProgram:
     return SplitProgram(GraphModule(attrs, fw) if attrs else GraphModule({}, fw),
                         GraphModule(attrs, bw) if attrs else GraphModule({}, bw),
                         [n.name for n in saved], sum(_bytes(n) for n in saved), recomputed,
-                        saved_primals)
+                        saved_primals, _sizes(saved))
+
+
+def _sizes(saved: List[Node]) -> List[Tuple[str, int, str]]:
+    found = []
+    for node in saved:
+        meta = node.meta.get("tensor_meta")
+        if isinstance(meta, TensorMeta):
+            shape = "x".join(map(str, meta.shape)) or "scalar"
+            found.append((node.name, meta.nbytes, f"{shape} {meta.dtype}"))
+    return sorted(found, key=lambda item: -item[1])
 
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 
 @dataclass
@@ -36,6 +36,8 @@ class TrainingProgram:
     saved_bytes: int = 0
     #: Forward values the backward recomputes instead of saving.
     recomputed: List[str] = field(default_factory=list)
+    #: ``(name, bytes, "shape dtype")`` of the saved tensors, largest first
+    saved_sizes: List[Tuple[str, int, str]] = field(default_factory=list)
 
     def attach(self, kind: str, runner: Any, graph: Any) -> None:
         self.runners[kind] = runner
@@ -76,6 +78,9 @@ class TrainingProgram:
             lines.append(f"  saved for backward: {len(self.saved)} value(s), "
                          f"{self.saved_bytes} bytes; recomputed in backward: "
                          f"{', '.join(self.recomputed) or 'nothing'}")
+        if self.saved_sizes:
+            lines.append("  largest saved: " + ", ".join(
+                f"{name} ({what}, {size / 2**20:.1f} MiB)" for name, size, what in self.saved_sizes[:8]))
         for kind in ("forward", "backward"):
             if kind not in self.runners:
                 lines.append(f"  {kind}: not compiled yet")

@@ -63,6 +63,7 @@ def build_training(captured: Any, args: Sequence[Any], backends: Sequence[str],
     report.saved = split.saved
     report.saved_bytes = split.saved_bytes
     report.recomputed = split.recomputed
+    report.saved_sizes = split.saved_sizes
     # one CUDA-graph pool: the backward's memory reuses the forward's freed intermediates
     pool = SharedPool("training step")
 
