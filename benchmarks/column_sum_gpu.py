@@ -12,7 +12,8 @@ should do before changing it:
 * ``last``: the same stage 1, then each program takes a ticket from a per-column-block
   counter; the program holding the last ticket adds the partials in order and resets the
   counter (one launch, still deterministic);
-* ``stage1``: stage 1 alone (the ceiling of the two above).
+* ``stage1``: stage 1 alone (the ceiling of the two above);
+* ``tma``: ``last`` with the tiles loaded by Hopper's TMA (a tensor descriptor).
 
 Each configuration is checked against ``torch.sum`` (fp32 accumulation) and timed with
 Triton's ``do_bench`` (median, L2 flushed), as ``benchmarks/gpu.py`` times its workloads. One
@@ -64,6 +65,30 @@ def _stage1(x_ptr, part_ptr, cnt_ptr, out_ptr, rows, cols, split_rows, n_split,
 
 
 @triton.jit
+def _stage1_tma(x_desc, part_ptr, cnt_ptr, out_ptr, rows, cols, split_rows, n_split,
+                BR: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr):
+    """Stage 1 through Hopper's TMA (a tensor descriptor: rows past the end read as zeros),
+    then the last program of each column block combines the partials."""
+    pid_k = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    start = pid_s * split_rows
+    end = tl.minimum(start + split_rows, rows)
+    acc = tl.zeros([BR, BK], dtype=tl.float32)
+    for r in tl.range(start, end, BR, num_stages=STAGES):
+        acc += x_desc.load([r, pid_k * BK]).to(tl.float32)
+    ks = pid_k * BK + tl.arange(0, BK)[None, :]
+    kmask = ks < cols
+    tl.store(part_ptr + pid_s * cols + ks, tl.sum(acc, axis=0, keep_dims=True), mask=kmask)
+    ticket = tl.atomic_add(cnt_ptr + pid_k, 1, sem="acq_rel")
+    if ticket == n_split - 1:
+        result = tl.zeros([1, BK], dtype=tl.float32)
+        for s in range(0, n_split):
+            result += tl.load(part_ptr + s * cols + ks, mask=kmask, other=0.0, cache_modifier=".cg")
+        tl.store(out_ptr + ks, result.to(tl.bfloat16), mask=kmask)
+        tl.atomic_xchg(cnt_ptr + pid_k, 0)
+
+
+@triton.jit
 def _stage2(part_ptr, out_ptr, cols, n_split, BK: tl.constexpr):
     ks = tl.program_id(0) * BK + tl.arange(0, BK)
     kmask = ks < cols
@@ -81,6 +106,12 @@ def column_sum(x, br, bk, warps, split, stages, strategy, counters, evict=""):
     part = torch.empty((n_split, cols), dtype=torch.float32, device=x.device)
     out = torch.empty((cols,), dtype=torch.bfloat16, device=x.device)
     grid = (triton.cdiv(cols, bk), n_split)
+    if strategy == "tma":
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        desc = TensorDescriptor(x, list(x.shape), list(x.stride()), [br, bk])
+        _stage1_tma[grid](desc, part, counters, out, rows, cols, split_rows, n_split, BR=br,
+                          BK=bk, STAGES=stages, num_warps=warps)
+        return out
     _stage1[grid](x, part, counters, out, rows, cols, split_rows, n_split, BR=br, BK=bk,
                   STAGES=stages, LAST=strategy == "last", WRITE=True, EVICT=evict,
                   num_warps=warps)
