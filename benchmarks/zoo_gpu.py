@@ -6,7 +6,8 @@
 ``benchmarks/models_cpu.py``'s cells (tests/models/harness.py: outputs, then gradients and an
 output after one SGD step, against the model's own eager run) with the model and its inputs
 on ``cuda`` in float32 and the default backend choice, so generated Triton kernels, CUDA
-graphs and the GPU-only rewrites run for real. Tolerances: ``harness.GPU_RTOL`` /
+graphs and the GPU-only rewrites run for real. cuDNN's TF32 convolutions are off unless
+``--tf32`` (both sides would carry TF32 rounding, which hides or fakes a difference). Tolerances: ``harness.GPU_RTOL`` /
 ``GPU_ATOL`` (summation order differs from eager's). One JSON line per cell, then a summary;
 exit status 1 when a cell fails.
 """
@@ -37,7 +38,13 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-s", type=float, default=1e9,
                         help="stop starting cells after this many seconds")
     parser.add_argument("--out", help="also write zoo_gpu.json here")
+    parser.add_argument("--tf32", action="store_true",
+                        help="leave cuDNN's TF32 convolutions on (torch's default): eager and "
+                             "compiled then differ by TF32 rounding where the compiler "
+                             "rearranges a convolution (batch norm folded into its weight)")
     ns = parser.parse_args(argv)
+    import torch
+    torch.backends.cudnn.allow_tf32 = ns.tf32
     specs = [s for s in ZOO if s.framework == "torch" and (not ns.models or s.name in ns.models)]
     unknown = set(ns.models or ()) - {s.name for s in specs}
     if unknown:

@@ -249,7 +249,9 @@ def lower_graph(gm: Any, example_inputs: Sequence[Any], backends: Sequence[str],
     planned = [name for name in PLANNING_PASSES if name in timings]
     logger.info("planning (%s): %.2f s", ", ".join(planned), sum(timings[n] for n in planned))
     from .backends.aligned_gemm import rewrite_misaligned_gemms
-    module = rewrite_misaligned_gemms(module)
+    # A training step's weights change every step, so a cached padded copy would be made
+    # again each step anyway, and held outside the step's shared graph pool: pad per call.
+    module = rewrite_misaligned_gemms(module, cache_weights=graph_pool is None)
     # When safe, the whole lowered program is captured, so one call is one graph replay.
     from .backends.cuda_graphs import wrap
     from .backends.gemm_choice import module_choices

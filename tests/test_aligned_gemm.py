@@ -8,8 +8,9 @@ F = torch.nn.functional
 
 import tensorplay_graph as tpg  # noqa: E402
 from tensorplay_graph.backends import aligned_gemm  # noqa: E402
-from tensorplay_graph.backends.aligned_gemm import (aligned_matmul, gemm_padding, padded_linear,  # noqa: E402
-                                                    rewrite_misaligned_gemms)
+from tensorplay_graph.backends.aligned_gemm import (PaddedRowsWeight, aligned_matmul,  # noqa: E402
+                                                    gemm_padding, padded_linear,
+                                                    padded_weight_linear, rewrite_misaligned_gemms)
 from tensorplay_graph.ir.meta import TensorMeta  # noqa: E402
 from tensorplay_graph.passes.pipeline import compile_graph  # noqa: E402
 
@@ -29,39 +30,77 @@ def _as_cuda(node, dtype="bfloat16"):
     node.meta["tensor_meta"] = TensorMeta(meta.shape, dtype, "cuda:0")
 
 
-def test_rewrite_targets_only_large_misaligned_half_linears(monkeypatch):
-    monkeypatch.setattr(aligned_gemm, "MIN_ELEMENTS", 1)
-    x, w, w8 = torch.randn(4, 16), torch.randn(13, 16), torch.randn(8, 16)
-    module = compile_graph(tpg.capture(lambda x, w, w8: (F.linear(x, w), F.linear(x, w8)),
-                                       x, w, w8), (x, w, w8), backends=[])
+def _planned_as_cuda(fn, *args):
+    """``fn`` planned on the CPU with every value described as a bf16 CUDA tensor."""
+    module = compile_graph(tpg.capture(fn, *args), args, backends=[])
     for node in module.graph.nodes:
         if node.meta.get("tensor_meta") is not None and node.op != "output":
             _as_cuda(node)
+    return module
+
+
+def test_rewrite_targets_only_large_misaligned_half_linears(monkeypatch):
+    monkeypatch.setattr(aligned_gemm, "MIN_ELEMENTS", 1)
+    x, w, w8 = torch.randn(4, 16), torch.randn(13, 16), torch.randn(8, 16)
+    module = _planned_as_cuda(lambda x, w, w8: (F.linear(x, w), F.linear(x, w8)), x, w, w8)
     rewrite_misaligned_gemms(module)
     targets = [n.target for n in module.graph.nodes if n.op == "call_function"]
-    assert targets.count(padded_linear) == 1  # 13 outputs: padded; 8: already aligned
+    # 13 outputs: padded (the weight is an input: padded once, by a cache); 8: already aligned
+    assert targets.count(padded_weight_linear) == 1
+    assert sum(isinstance(t, PaddedRowsWeight) for t in targets) == 1
     got = module(x, w, w8)
     torch.testing.assert_close(got[0], F.linear(x, w))
     torch.testing.assert_close(got[1], F.linear(x, w8))
+    with torch.no_grad():
+        w.mul_(-2.0)  # in place: the cached padded copy must follow
+    torch.testing.assert_close(module(x, w, w8)[0], F.linear(x, w))
+
+
+def test_training_halves_pad_their_weights_per_call(monkeypatch):
+    monkeypatch.setattr(aligned_gemm, "MIN_ELEMENTS", 1)
+    x, w = torch.randn(4, 16), torch.randn(13, 16)
+    module = _planned_as_cuda(lambda x, w: F.linear(x, w), x, w)
+    rewrite_misaligned_gemms(module, cache_weights=False)
+    targets = [n.target for n in module.graph.nodes if n.op == "call_function"]
+    assert padded_linear in targets and not any(isinstance(t, PaddedRowsWeight) for t in targets)
+    torch.testing.assert_close(module(x, w), F.linear(x, w))
+
+
+def test_padded_weight_is_cached_and_follows_the_parameter():
+    w, x = torch.randn(13, 16), torch.randn(3, 16)
+    cache = PaddedRowsWeight()
+    with torch.no_grad():
+        first = cache(w)
+        assert first.shape == (16, 16) and torch.equal(first[:13], w)
+        assert not first[13:].any()  # zero rows add nothing to the product
+        assert cache(w) is first  # unchanged weight: no copy
+        w.add_(1.0)
+        again = cache(w)
+        assert again.data_ptr() == first.data_ptr() and torch.equal(again[:13], w)  # same buffer
+        assert not again[13:].any()
+        w.sub_(3.0)
+        assert cache.refresh_for_replay() and torch.equal(first[:13], w)  # before a replay
+        torch.testing.assert_close(padded_weight_linear(x, cache(w), None, 13), F.linear(x, w))
+    trained = torch.randn(13, 16, requires_grad=True)
+    out = PaddedRowsWeight()(trained)  # grad mode: a differentiable pad, never cached
+    out.sum().backward()
+    assert torch.equal(trained.grad, torch.ones_like(trained))
 
 
 def test_cpu_and_float32_linears_are_left_alone():
     x, w = torch.randn(4, 16), torch.randn(13, 16)
     module = compile_graph(tpg.capture(lambda x, w: F.linear(x, w), x, w), (x, w), backends=[])
     rewrite_misaligned_gemms(module)
-    assert padded_linear not in [n.target for n in module.graph.nodes]
+    assert not {padded_linear, padded_weight_linear} & {n.target for n in module.graph.nodes}
 
 
 def test_switched_off_by_environment(monkeypatch):
     monkeypatch.setattr(aligned_gemm, "MIN_ELEMENTS", 1)
     monkeypatch.setenv("TPG_PAD_LINEARS", "0")
     x, w = torch.randn(4, 16), torch.randn(13, 16)
-    module = compile_graph(tpg.capture(lambda x, w: F.linear(x, w), x, w), (x, w), backends=[])
-    for node in module.graph.nodes:
-        if node.meta.get("tensor_meta") is not None and node.op != "output":
-            _as_cuda(node)
+    module = _planned_as_cuda(lambda x, w: F.linear(x, w), x, w)
     rewrite_misaligned_gemms(module)
-    assert padded_linear not in [n.target for n in module.graph.nodes]
+    assert not {padded_linear, padded_weight_linear} & {n.target for n in module.graph.nodes}
 
 
 def _operands(case):
@@ -115,11 +154,7 @@ def test_rewrite_sends_misaligned_half_matmuls_to_aligned_matmul(monkeypatch):
     monkeypatch.setattr(aligned_gemm, "MIN_ELEMENTS", 1)
     g, w, w8 = torch.randn(4, 13), torch.randn(13, 16), torch.randn(8, 16)
     x8 = torch.randn(4, 8)
-    module = compile_graph(tpg.capture(lambda g, w, x8, w8: (g @ w, x8 @ w8), g, w, x8, w8),
-                           (g, w, x8, w8), backends=[])
-    for node in module.graph.nodes:
-        if node.meta.get("tensor_meta") is not None and node.op != "output":
-            _as_cuda(node)
+    module = _planned_as_cuda(lambda g, w, x8, w8: (g @ w, x8 @ w8), g, w, x8, w8)
     rewrite_misaligned_gemms(module)
     targets = [n.target for n in module.graph.nodes if n.op == "call_function"]
     assert targets.count(aligned_matmul) == 1  # K = 13: padded; 8 x 8 x 16: left alone
@@ -132,13 +167,9 @@ def test_rewrite_takes_the_backward_graphs_matmul_method_calls(monkeypatch):
     """VJP rules write ``g.matmul(w)`` (a method call): the LM head's backward GEMMs."""
     monkeypatch.setattr(aligned_gemm, "MIN_ELEMENTS", 1)
     g, w = torch.randn(4, 13), torch.randn(13, 16)
-    module = compile_graph(tpg.capture(lambda g, w: (g.matmul(w), g.t().matmul(g)), g, w), (g, w),
-                           backends=[])
+    module = _planned_as_cuda(lambda g, w: (g.matmul(w), g.t().matmul(g)), g, w)
     methods = [n for n in module.graph.nodes if n.op == "call_method" and n.target == "matmul"]
     assert len(methods) == 2, [(n.op, n.target) for n in module.graph.nodes]
-    for node in module.graph.nodes:
-        if node.meta.get("tensor_meta") is not None and node.op != "output":
-            _as_cuda(node)
     rewrite_misaligned_gemms(module)
     assert [n.target for n in module.graph.nodes].count(aligned_matmul) == 2
     got = module(g, w)
@@ -152,10 +183,7 @@ def test_gemms_reading_one_matrix_share_one_padded_copy(monkeypatch):
     monkeypatch.setattr(aligned_gemm, "MIN_ELEMENTS", 1)
     g, w, h = torch.randn(2, 3, 13), torch.randn(13, 16), torch.randn(6, 24)
     program = lambda g, w, h: (g.matmul(w), g.reshape(6, 13).transpose(0, 1).matmul(h))  # noqa: E731
-    module = compile_graph(tpg.capture(program, g, w, h), (g, w, h), backends=[])
-    for node in module.graph.nodes:
-        if node.meta.get("tensor_meta") is not None and node.op != "output":
-            _as_cuda(node)
+    module = _planned_as_cuda(program, g, w, h)
     rewrite_misaligned_gemms(module)
     targets = [n.target for n in module.graph.nodes]
     assert targets.count(aligned_matmul) == 2 and targets.count(aligned_gemm.padded_columns) == 1

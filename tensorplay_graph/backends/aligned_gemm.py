@@ -4,11 +4,12 @@ A linear layer with an odd number of outputs (GPT-2's LM head: 50257) gives cuBL
 leading dimension of 50257 bf16 elements, so it falls back to an alignment-1 kernel: 3.36 ms of
 GPT-2's 4.8 ms call on the H200 (``benchmarks/profile_gpu.py``, benchmarks/RESULTS.md). Writing
 into padded rows through ``out=`` did not help (measured: cuBLAS still saw the odd width). Here,
-as Inductor's ``pad_mm`` does, the weight gets zero rows up to a multiple of 8 outputs (a copy
-of the weight, made inside the call so in-place weight updates and CUDA-graph replays see the
-current values), the product is computed with aligned rows and the first N columns are copied
-out contiguous (row by row: :mod:`.row_copy`): eager's layout, values within bf16 GEMM
-rounding. Only large float16 / bfloat16 CUDA linears that no backend claimed change;
+as Inductor's ``pad_mm`` does, the weight gets zero rows up to a multiple of 8 outputs, the
+product is computed with aligned rows and the first N columns are copied out contiguous (row
+by row: :mod:`.row_copy`): eager's layout, values within bf16 GEMM rounding. A weight from the
+program's state is padded once (:class:`PaddedRowsWeight`, refreshed in place when the
+parameter changes, before a CUDA-graph replay too; Inductor pads it on every call: 0.034 ms
+of GPT-2's LM head on the H200); a weight computed in the program is padded per call. Only large float16 / bfloat16 CUDA linears that no backend claimed change;
 ``TPG_PAD_LINEARS=0`` turns it off.
 
 Training adds the same problem on the inputs: the LM head's backward multiplies the (8x512,
@@ -31,6 +32,7 @@ from typing import Any, Optional, Tuple
 
 from ..frameworks import adapter_for
 from ..prims.lowering import Gemm
+from ..passes.cached_weight import CachedWeight, same_kind
 from .row_copy import copy_rows
 
 log = logging.getLogger("tensorplay_graph.compile")
@@ -39,14 +41,41 @@ ALIGN = 8            # elements: 16 bytes of float16 / bfloat16
 MIN_ELEMENTS = 1 << 20  # below this the extra copy costs more than the slow kernel
 
 
+def _padded_rows(weight: Any) -> Any:
+    """``weight`` with zero rows up to a multiple of :data:`ALIGN` (differentiable)."""
+    F = adapter_for("torch").functional()
+    return F.pad(weight, (0, 0, 0, _pad(weight.shape[0])))
+
+
+class PaddedRowsWeight(CachedWeight):
+    """A linear weight's copy with zero rows up to :data:`ALIGN` outputs, made once and
+    refreshed in place when the parameter changes (:mod:`..passes.cached_weight`)."""
+
+    eager_reason = ("linear weight with zero rows up to an aligned width: a cached copy, "
+                    "refreshed when the parameter changes (aligned_gemm)")
+
+    def convert(self, weight: Any) -> Any:
+        return _padded_rows(weight)
+
+    def refill(self, buffer: Any, weight: Any) -> bool:
+        n = weight.shape[0]
+        if tuple(buffer.shape) != (n + _pad(n), *weight.shape[1:]) or not same_kind(buffer, weight):
+            return False
+        buffer[:n].copy_(weight)  # the zero rows stay zero
+        return True
+
+
 def padded_linear(a: Any, weight: Any, bias: Any = None) -> Any:
     """``F.linear(a, weight, bias)`` through a weight padded to :data:`ALIGN` output rows."""
+    return padded_weight_linear(a, _padded_rows(weight), bias, weight.shape[0])
+
+
+def padded_weight_linear(a: Any, padded: Any, bias: Any, n: int) -> Any:
+    """``F.linear(a, weight, bias)`` given ``padded``: the (n, K) ``weight`` with zero rows
+    appended (:class:`PaddedRowsWeight`)."""
     F = adapter_for("torch").functional()
-    n, k = weight.shape
-    pad = (n + ALIGN - 1) // ALIGN * ALIGN - n
-    padded = F.pad(weight, (0, 0, 0, pad))
     if bias is not None:
-        bias = F.pad(bias, (0, pad))
+        bias = F.pad(bias, (0, padded.shape[0] - n))
     return _first_columns(F.linear(a, padded, bias), n)
 
 
@@ -214,9 +243,11 @@ def _misaligned_linear(node: Any) -> bool:
                                                for key in ("a", "bias")))
 
 
-def rewrite_misaligned_gemms(module: Any) -> Any:
+def rewrite_misaligned_gemms(module: Any, cache_weights: bool = True) -> Any:
     """Point every unclaimed misaligned linear of ``module``'s graph at :func:`padded_linear`
-    and every such matmul at :func:`aligned_matmul`."""
+    (at :func:`padded_weight_linear` through a :class:`PaddedRowsWeight` for a weight from
+    the program's state, with ``cache_weights``) and every such matmul at
+    :func:`aligned_matmul`."""
     graph = getattr(module, "graph", None)
     if graph is None or os.environ.get("TPG_PAD_LINEARS", "1") in ("0", ""):
         return module
@@ -226,8 +257,19 @@ def rewrite_misaligned_gemms(module: Any) -> Any:
             continue
         if _misaligned_linear(node):
             args = node.meta["prim_args"]
-            node.target = padded_linear
-            node.args = (args["a"], args["weight"], args.get("bias"))
+            weight = args["weight"]
+            if cache_weights and weight.op in ("get_attr", "placeholder"):  # pad state once
+                with graph.inserting_before(node):
+                    padded = graph.call_function(PaddedRowsWeight(), (weight,),
+                                                 name=f"{weight.name}_padded")
+                meta = weight.meta["tensor_meta"]
+                n = meta.shape[0]
+                padded.meta["tensor_meta"] = meta.with_(shape=(n + _pad(n), *meta.shape[1:]))
+                node.target = padded_weight_linear
+                node.args = (args["a"], padded, args.get("bias"), n)
+            else:
+                node.target = padded_linear
+                node.args = (args["a"], weight, args.get("bias"))
         elif _misaligned_matmul(node):
             args = node.meta["prim_args"]
             node.target = aligned_matmul

@@ -10,8 +10,9 @@ ResNet-50's 5.4 ms). Inductor runs the whole net channels_last; so does this pas
   backend writes its outputs with those strides);
 * a value enters it once (``to_channels_last``: the graph input, a copy); a conv weight
   read from the program's state enters through a ``ChannelsLastWeight`` node: a cached
-  copy, refreshed whenever the parameter is another tensor, has a new version (any
-  in-place write through the tensor: optimizer steps, ``load_state_dict``) or new storage;
+  copy (:mod:`.cached_weight`), refreshed whenever the parameter is another tensor, has a
+  new version (any in-place write through the tensor: optimizer steps, ``load_state_dict``)
+  or new storage;
 * every other reader -- views, matmuls, custom ops, the graph's outputs -- reads it laid
   out as eager did (``leave_channels_last``: one copy per value that is read outside), so
   escaping values keep eager's strides and views alias as in eager. Global pooling (a
@@ -22,21 +23,16 @@ CUDA in float16 / bfloat16 / float32 and mutates nothing in place; ``True`` forc
 device: the CPU's convolutions have channels_last paths too), ``False`` turns it off
 (``options={"channels_last": ...}``). The decision and its reason are kept in the output
 node's ``meta["layout"]`` (``explain()`` prints it).
-
-Limit: a write through ``weight.data`` bypasses the tensor's version counter (as it does for
-autograd), so it is not seen by a weight cached before it; write through the parameter
-(``with torch.no_grad(): w.copy_(new)``) or replace it.
 """
 
 from __future__ import annotations
 
 import logging
-import weakref
 from typing import Any, Dict, Optional, Tuple
 
-from ..frameworks import adapter_for
 from ..ir.effects import mutated_nodes
 from ..ir.meta import TensorMeta, tensor_meta_of
+from .cached_weight import CachedWeight, same_kind
 from .eager_layout import to_eager_layout
 
 log = logging.getLogger(__name__)
@@ -72,66 +68,24 @@ leave_channels_last.eager_reason = ("layout conversion back to eager's strides f
                                     "outside the channels_last region (channels_last pass)")
 
 
-class ChannelsLastWeight:
-    """A conv weight's channels_last copy, made once and reused while the weight is unchanged.
-
-    The copy is valid while the weight is the same tensor object with the same version
-    counter and data pointer. A changed weight is copied again into the same buffer (CUDA
-    graphs captured with it stay valid; :meth:`refresh_for_replay` does that before a replay).
-    With grad enabled and a weight that requires grad the conversion is a plain
-    differentiable copy, never cached.
-    """
+class ChannelsLastWeight(CachedWeight):
+    """A conv weight's channels_last copy (:mod:`.cached_weight`: made once, refreshed when
+    the parameter changes, in the same buffer)."""
 
     eager_reason = ("conv weight in channels_last: a cached copy, refreshed when the parameter "
                     "changes (channels_last pass)")
 
-    def __init__(self) -> None:
-        self._source: Optional[Any] = None   # weakref to the weight the copy was made from
-        self._key: Tuple[int, int] = (-1, -1)
-        self._copy: Any = None
-        self._grad_mode: Any = None
+    def convert(self, weight: Any) -> Any:
+        return to_channels_last(weight)
 
-    def __call__(self, weight: Any) -> Any:
-        source = self._source
-        if source is not None and source() is weight and \
-                (weight._version, weight.data_ptr()) == self._key:
-            return self._copy
-        if weight.requires_grad:
-            if self._grad_mode is None:
-                self._grad_mode = adapter_for(weight).grad_mode_query()
-            if self._grad_mode():
-                return to_channels_last(weight)
-        return self._refresh(weight)
+    def as_is(self, weight: Any) -> bool:  # already NHWC in memory (1x1 kernels)
+        stride = channels_last_strides(tuple(weight.shape))
+        return all(a == b or n == 1 for n, a, b in zip(weight.shape, weight.stride(), stride))
 
-    def _refresh(self, weight: Any) -> Any:
-        shape, stride = tuple(weight.shape), channels_last_strides(tuple(weight.shape))
-        copy = self._copy
-        if all(a == b or n == 1 for n, a, b in zip(shape, weight.stride(), stride)):
-            copy = weight  # already NHWC in memory (1x1 kernels): cuDNN reads it as it is
-        elif copy is not None and copy is not self._last() and copy.shape == weight.shape and \
-                copy.dtype == weight.dtype and copy.device == weight.device:
-            copy.copy_(weight.detach())  # same buffer: a captured CUDA graph reads it
-        else:
-            copy = to_eager_layout(weight.detach(), stride)
-        self._source = weakref.ref(weight)
-        self._key = (weight._version, weight.data_ptr())
-        self._copy = copy
-        return copy
-
-    def _last(self) -> Any:
-        return None if self._source is None else self._source()
-
-    def refresh_for_replay(self) -> bool:
-        """Before a CUDA-graph replay: copy a weight written in place since the last call
-        into the buffer the graph reads. False when the weight is gone (replaced: the
-        program must run again, not replay)."""
-        weight = self._last()
-        if weight is None:
+    def refill(self, buffer: Any, weight: Any) -> bool:
+        if buffer.shape != weight.shape or not same_kind(buffer, weight):
             return False
-        if self._copy is not weight and (weight._version, weight.data_ptr()) != self._key:
-            old = self._copy
-            if self._refresh(weight) is not old:
-                return False  # a new buffer: the captured graph reads the old one
+        buffer.copy_(weight)
         return True
 
 

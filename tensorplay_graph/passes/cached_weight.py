@@ -1,0 +1,91 @@
+"""Derived copies of a program's weights, made once and reused while the weight is unchanged.
+
+A pass that gives a kernel a weight in another form -- NHWC for cuDNN
+(:class:`~.channels_last.ChannelsLastWeight`), zero rows up to an aligned width for cuBLAS
+(:class:`~tensorplay_graph.backends.aligned_gemm.PaddedRowsWeight`) -- inserts a node whose
+target is one of these caches. The copy is valid while the weight is the same tensor object
+with the same version counter and data pointer. A changed weight is copied again into the same
+buffer, so CUDA graphs captured with it stay valid (:meth:`CachedWeight.refresh_for_replay`
+does that before a replay: a replay runs none of the program's Python). With grad enabled and
+a weight that requires grad the conversion is a plain differentiable op, never cached.
+
+Limit: a write through ``weight.data`` bypasses the tensor's version counter (as it does for
+autograd), so it is not seen by a weight cached before it; write through the parameter
+(``with torch.no_grad(): w.copy_(new)``) or replace it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Optional, Tuple
+
+from ..frameworks import adapter_for
+
+
+class CachedWeight:
+    """One weight's derived copy. Subclasses say how to make it (:meth:`convert`), how to
+    rewrite it in place (:meth:`refill`) and when the weight itself serves (:meth:`as_is`)."""
+
+    eager_reason = "a cached copy of a weight, refreshed when the parameter changes"
+
+    def __init__(self) -> None:
+        self._source: Optional[Any] = None   # weakref to the weight the copy was made from
+        self._key: Tuple[int, int] = (-1, -1)
+        self._copy: Any = None
+        self._grad_mode: Any = None
+
+    def convert(self, weight: Any) -> Any:
+        """A new derived copy of ``weight`` (differentiable when ``weight`` needs grad)."""
+        raise NotImplementedError
+
+    def refill(self, buffer: Any, weight: Any) -> bool:
+        """Write ``weight``'s derived form into ``buffer`` in place; False when it does not fit."""
+        raise NotImplementedError
+
+    def as_is(self, weight: Any) -> bool:
+        """Whether ``weight`` itself already has the derived form."""
+        return False
+
+    def __call__(self, weight: Any) -> Any:
+        source = self._source
+        if source is not None and source() is weight and \
+                (weight._version, weight.data_ptr()) == self._key:
+            return self._copy
+        if weight.requires_grad:
+            if self._grad_mode is None:
+                self._grad_mode = adapter_for(weight).grad_mode_query()
+            if self._grad_mode():
+                return self.convert(weight)
+        return self._refresh(weight)
+
+    def _refresh(self, weight: Any) -> Any:
+        copy = self._copy
+        if self.as_is(weight):
+            copy = weight
+        elif copy is None or copy is self._last() or not self.refill(copy, weight.detach()):
+            copy = self.convert(weight.detach())
+        self._source = weakref.ref(weight)
+        self._key = (weight._version, weight.data_ptr())
+        self._copy = copy
+        return copy
+
+    def _last(self) -> Any:
+        return None if self._source is None else self._source()
+
+    def refresh_for_replay(self) -> bool:
+        """Before a CUDA-graph replay: copy a weight written in place since the last call
+        into the buffer the graph reads. False when the weight is gone (replaced: the
+        program must run again, not replay)."""
+        weight = self._last()
+        if weight is None:
+            return False
+        if self._copy is not weight and (weight._version, weight.data_ptr()) != self._key:
+            old = self._copy
+            if self._refresh(weight) is not old:
+                return False  # a new buffer: the captured graph reads the old one
+        return True
+
+
+def same_kind(a: Any, b: Any) -> bool:
+    """Same dtype and device: a buffer of ``a``'s kind can hold ``b``'s values."""
+    return a.dtype == b.dtype and a.device == b.device
