@@ -40,8 +40,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", help="also write zoo_gpu.json here")
     parser.add_argument("--tf32", action="store_true",
                         help="leave cuDNN's TF32 convolutions on (torch's default): eager and "
-                             "compiled then differ by TF32 rounding where the compiler "
-                             "rearranges a convolution (batch norm folded into its weight)")
+                             "compiled then differ by TF32 rounding where cuDNN picks another "
+                             "algorithm (a channels_last convolution)")
     ns = parser.parse_args(argv)
     import torch
     torch.backends.cudnn.allow_tf32 = ns.tf32
