@@ -32,7 +32,7 @@ from typing import Any, Optional, Tuple
 
 from ..frameworks import adapter_for
 from ..prims.lowering import Gemm
-from ..passes.cached_weight import CachedWeight, same_kind
+from ..cached_weight import CachedWeight, same_kind
 from .row_copy import copy_rows
 
 log = logging.getLogger("tensorplay_graph.compile")
@@ -49,7 +49,7 @@ def _padded_rows(weight: Any) -> Any:
 
 class PaddedRowsWeight(CachedWeight):
     """A linear weight's copy with zero rows up to :data:`ALIGN` outputs, made once and
-    refreshed in place when the parameter changes (:mod:`..passes.cached_weight`)."""
+    refreshed in place when the parameter changes (:mod:`..cached_weight`)."""
 
     eager_reason = ("linear weight with zero rows up to an aligned width: a cached copy, "
                     "refreshed when the parameter changes (aligned_gemm)")

@@ -10,7 +10,7 @@ ResNet-50's 5.4 ms). Inductor runs the whole net channels_last; so does this pas
   backend writes its outputs with those strides);
 * a value enters it once (``to_channels_last``: the graph input, a copy); a conv weight
   read from the program's state enters through a ``ChannelsLastWeight`` node: a cached
-  copy (:mod:`.cached_weight`), refreshed whenever the parameter is another tensor, has a
+  copy (:mod:`..cached_weight`), refreshed whenever the parameter is another tensor, has a
   new version (any in-place write through the tensor: optimizer steps, ``load_state_dict``)
   or new storage;
 * every other reader -- views, matmuls, custom ops, the graph's outputs -- reads it laid
@@ -32,7 +32,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..ir.effects import mutated_nodes
 from ..ir.meta import TensorMeta, tensor_meta_of
-from .cached_weight import CachedWeight, same_kind
+from ..cached_weight import CachedWeight, same_kind
 from .eager_layout import to_eager_layout
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ leave_channels_last.eager_reason = ("layout conversion back to eager's strides f
 
 
 class ChannelsLastWeight(CachedWeight):
-    """A conv weight's channels_last copy (:mod:`.cached_weight`: made once, refreshed when
+    """A conv weight's channels_last copy (:mod:`..cached_weight`: made once, refreshed when
     the parameter changes, in the same buffer)."""
 
     eager_reason = ("conv weight in channels_last: a cached copy, refreshed when the parameter "

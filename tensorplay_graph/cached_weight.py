@@ -1,7 +1,7 @@
 """Derived copies of a program's weights, made once and reused while the weight is unchanged.
 
 A pass that gives a kernel a weight in another form -- NHWC for cuDNN
-(:class:`~.channels_last.ChannelsLastWeight`), zero rows up to an aligned width for cuBLAS
+(:class:`~tensorplay_graph.passes.channels_last.ChannelsLastWeight`), zero rows up to an aligned width for cuBLAS
 (:class:`~tensorplay_graph.backends.aligned_gemm.PaddedRowsWeight`) -- inserts a node whose
 target is one of these caches. The copy is valid while the weight is the same tensor object
 with the same version counter and data pointer. A changed weight is copied again into the same
@@ -19,7 +19,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, Optional, Tuple
 
-from ..frameworks import adapter_for
+from .frameworks import adapter_for
 
 
 class CachedWeight:
