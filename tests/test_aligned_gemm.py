@@ -207,3 +207,39 @@ def test_a_shared_copy_of_another_matrix_is_not_used():
     stale = aligned_gemm.padded_columns(g)
     g.mul_(2)
     torch.testing.assert_close(aligned_matmul(g, w, stale), g @ w)
+
+
+def test_a_replay_pads_the_weight_passed_in_this_call():
+    """A weight passed as an argument moves every call: the runner copies it into its private
+    buffer before the replay, and the cached padded copy must be refreshed from that buffer
+    after the copy (before it, each replay read the previous call's weight)."""
+    from tensorplay_graph.backends.cuda_graphs import CudaGraphRunner
+    cache = PaddedRowsWeight()
+    captured = {}
+
+    def program(x, w):
+        return padded_weight_linear(x, cache(w), None, 13)
+
+    class Graphs:  # a stand-in whose replay runs the captured GEMM, never the cache
+        is_tensor = staticmethod(lambda v: isinstance(v, torch.Tensor))
+        warm_up = staticmethod(lambda fn, args, pool=None: fn(*args))
+        storage_uses = staticmethod(lambda t: 1)
+
+        @staticmethod
+        def capture(fn, args, pool=None):
+            out = fn(*args)
+            captured.update(x=args[0], padded=cache._copy, out=out)
+            return captured, out
+
+        @staticmethod
+        def replay(graph):
+            graph["out"].copy_(F.linear(graph["x"], graph["padded"])[:, :13])
+
+    runner = CudaGraphRunner(program, ops=Graphs)
+    runner._refresh = [cache]
+    x = torch.randn(3, 16)
+    with torch.no_grad():
+        for step in range(5):  # warm-up, warm-up again (w moved), capture, two replays
+            w = torch.randn(13, 16)  # a new tensor each call: copied in
+            torch.testing.assert_close(runner(x, w), F.linear(x, w), msg=f"call {step}")
+    assert runner.captures == 1 and runner.replays == 3

@@ -16,7 +16,8 @@ incoming gradient) moves on a later call, and is copied in from the start; when 
 one more warm-up and call 3 captures (a backward's inputs are the forward graph's buffers only
 from the forward's capture on); inputs that moved again are copied into
 private buffers before each replay; call-time caches the program reads (a channels_last conv
-weight: ``refresh_for_replay``) are brought up to date before each replay.
+weight, a padded linear weight: ``refresh_for_replay``) are brought up to date before each
+replay, after the inputs are copied in.
 
 Outputs behave like eager outputs: a caller still holding one of the previous call's outputs
 (the tensor or a view of it) never sees it overwritten: the buffers it holds are left to it,
@@ -153,13 +154,15 @@ class CudaGraphRunner:
             return self._capture(args, [slot for slot, _ in self._private])
         if self._pool is not None and self._pool.holder(self) is not None:
             return self._leave_pool(args)
-        for cache in self._refresh:
-            if not cache.refresh_for_replay():
-                return self._recapture(args, "a cached channels_last weight was replaced")
         for slot, buffer in self._private:
             value = args[slot]
             if value.data_ptr() != buffer.data_ptr():
                 copy_into(buffer, value)
+        # after the copies in: a cached weight made from an input copied in per call (a
+        # weight passed as an argument) must see this call's values, not the last call's
+        for cache in self._refresh:
+            if not cache.refresh_for_replay():
+                return self._recapture(args, "a cached weight's parameter was replaced")
         self.ops.replay(self._graph)
         self.replays += 1
         return self._result()
