@@ -7,7 +7,11 @@ target is one of these caches. The copy is valid while the weight is the same te
 with the same version counter and data pointer. A changed weight is copied again into the same
 buffer, so CUDA graphs captured with it stay valid (:meth:`CachedWeight.refresh_for_replay`
 does that before a replay: a replay runs none of the program's Python). With grad enabled and
-a weight that requires grad the conversion is a plain differentiable op, never cached.
+a weight that requires grad the conversion is a plain differentiable op, never cached. A
+weight written in place between calls again and again (trained every step, with graphs off)
+gains nothing from the cache, which would only hold a second copy of it: after
+:attr:`CachedWeight.MAX_CHANGES` such writes the copy is made per call instead -- unless a
+CUDA graph already reads the cached buffer.
 
 Limit: a write through ``weight.data`` bypasses the tensor's version counter (as it does for
 autograd), so it is not seen by a weight cached before it; write through the parameter
@@ -27,12 +31,17 @@ class CachedWeight:
     rewrite it in place (:meth:`refill`) and when the weight itself serves (:meth:`as_is`)."""
 
     eager_reason = "a cached copy of a weight, refreshed when the parameter changes"
+    #: in-place writes to the weight between calls after which the copy is made per call
+    MAX_CHANGES = 2
 
     def __init__(self) -> None:
         self._source: Optional[Any] = None   # weakref to the weight the copy was made from
         self._key: Tuple[int, int] = (-1, -1)
         self._copy: Any = None
         self._grad_mode: Any = None
+        self._changes = 0
+        self._replayed = False  # a CUDA graph reads the buffer: it must stay
+        self.per_call = False
 
     def convert(self, weight: Any) -> Any:
         """A new derived copy of ``weight`` (differentiable when ``weight`` needs grad)."""
@@ -47,10 +56,16 @@ class CachedWeight:
         return False
 
     def __call__(self, weight: Any) -> Any:
+        if self.per_call:
+            return self.convert(weight)
         source = self._source
-        if source is not None and source() is weight and \
-                (weight._version, weight.data_ptr()) == self._key:
-            return self._copy
+        if source is not None and source() is weight:
+            if (weight._version, weight.data_ptr()) == self._key:
+                return self._copy
+            self._changes += 1  # written in place since the last call
+            if self._changes >= self.MAX_CHANGES and not self._replayed:
+                self.per_call, self._copy, self._source = True, None, None
+                return self.convert(weight)
         if weight.requires_grad:
             if self._grad_mode is None:
                 self._grad_mode = adapter_for(weight).grad_mode_query()
@@ -76,6 +91,9 @@ class CachedWeight:
         """Before a CUDA-graph replay: copy a weight written in place since the last call
         into the buffer the graph reads. False when the weight is gone (replaced: the
         program must run again, not replay)."""
+        if self.per_call:  # the captured graph makes the copy itself
+            return True
+        self._replayed = True
         weight = self._last()
         if weight is None:
             return False

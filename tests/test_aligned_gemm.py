@@ -209,6 +209,33 @@ def test_a_shared_copy_of_another_matrix_is_not_used():
     torch.testing.assert_close(aligned_matmul(g, w, stale), g @ w)
 
 
+def test_a_weight_trained_between_calls_is_padded_per_call():
+    """Written in place before every call (a training loop with graphs off), the weight would
+    be copied into the cache every call anyway: the cache lets its buffer go."""
+    w = torch.randn(13, 16)
+    cache = PaddedRowsWeight()
+    with torch.no_grad():
+        buffers = []
+        for step in range(4):
+            got = cache(w)
+            assert torch.equal(got[:13], w) and not got[13:].any(), step
+            buffers.append(got)  # kept: no address is reused
+            w.add_(1.0)
+    assert cache.per_call and cache._copy is None
+    # cached, refilled in place once, then a new copy per call
+    assert buffers[0] is buffers[1] and buffers[2] is not buffers[1] and buffers[3] is not buffers[2]
+    assert cache.refresh_for_replay()  # a graph captured now pads inside itself
+
+    replayed = PaddedRowsWeight()  # a graph reads this one's buffer: it stays
+    with torch.no_grad():
+        first = replayed(w)
+        for _ in range(3):
+            w.add_(1.0)
+            assert replayed.refresh_for_replay() and torch.equal(first[:13], w)
+            assert replayed(w) is first
+    assert not replayed.per_call
+
+
 def test_a_replay_pads_the_weight_passed_in_this_call():
     """A weight passed as an argument moves every call: the runner copies it into its private
     buffer before the replay, and the cached padded copy must be refreshed from that buffer
