@@ -4,12 +4,12 @@
     python benchmarks/zoo_gpu.py [--models gpt2 bert] [--entries tpg dynamo] [--out DIR]
 
 ``benchmarks/models_cpu.py``'s cells (tests/models/harness.py: outputs, then gradients and an
-output after one SGD step, against the model's own eager run) with the model and its inputs
-on ``cuda`` in float32 and the default backend choice, so generated Triton kernels, CUDA
-graphs and the GPU-only rewrites run for real. cuDNN's TF32 convolutions are off unless
-``--tf32`` (both sides would carry TF32 rounding, which hides or fakes a difference). Tolerances: ``harness.GPU_RTOL`` /
-``GPU_ATOL`` (summation order differs from eager's). One JSON line per cell, then a summary;
-exit status 1 when a cell fails.
+output after one SGD step, against the model's own eager run) with the model and its inputs on
+``cuda`` in float32 and the default backend choice, so generated Triton kernels, CUDA graphs
+and the GPU-only rewrites run for real. cuDNN's TF32 convolutions are off unless ``--tf32``
+(both sides would carry TF32 rounding, which hides or fakes a difference). Tolerances:
+``harness.GPU_RTOL`` / ``GPU_ATOL`` (summation order differs from eager's). One JSON line per
+cell, then a summary; exit status 1 when a cell fails.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def main(argv=None) -> int:
     print(json.dumps(summary), flush=True)
     if ns.out:
         os.makedirs(ns.out, exist_ok=True)
-        Path(ns.out, "zoo_gpu.json").write_text(json.dumps({"summary": summary, "cells": rows}, indent=1))
+        report = {"summary": summary, "cells": rows}
+        Path(ns.out, "zoo_gpu.json").write_text(json.dumps(report, indent=1))
     return 1 if failed else 0
 
 

@@ -1,17 +1,17 @@
 """Derived copies of a program's weights, made once and reused while the weight is unchanged.
 
-A pass that gives a kernel a weight in another form -- NHWC for cuDNN
-(:class:`~tensorplay_graph.passes.channels_last.ChannelsLastWeight`), zero rows up to an aligned width for cuBLAS
-(:class:`~tensorplay_graph.backends.aligned_gemm.PaddedRowsWeight`) -- inserts a node whose
-target is one of these caches. The copy is valid while the weight is the same tensor object
-with the same version counter and data pointer. A changed weight is copied again into the same
-buffer, so CUDA graphs captured with it stay valid (:meth:`CachedWeight.refresh_for_replay`
-does that before a replay: a replay runs none of the program's Python). With grad enabled and
-a weight that requires grad the conversion is a plain differentiable op, never cached. A
-weight written in place between calls again and again (trained every step, with graphs off)
-gains nothing from the cache, which would only hold a second copy of it: after
-:attr:`CachedWeight.MAX_CHANGES` such writes the copy is made per call instead -- unless a
-CUDA graph already reads the cached buffer.
+A pass that gives a kernel a weight in another form inserts a node whose target is one of
+these caches: NHWC for cuDNN
+(:class:`~tensorplay_graph.passes.channels_last.ChannelsLastWeight`), zero rows up to an
+aligned width for cuBLAS (:class:`~tensorplay_graph.backends.aligned_gemm.PaddedRowsWeight`).
+The copy is valid while the weight is the same tensor object with the same version counter and
+data pointer. A changed weight is copied again into the same buffer, so CUDA graphs captured
+with it stay valid (:meth:`CachedWeight.refresh_for_replay` does that before a replay: a
+replay runs none of the program's Python). With grad enabled and a weight that requires grad
+the conversion is a plain differentiable op, never cached. A weight written in place between
+calls again and again (trained every step, with graphs off) gains nothing from the cache,
+which would only hold a second copy of it: after :attr:`CachedWeight.MAX_CHANGES` such writes
+the copy is made per call instead -- unless a CUDA graph already reads the cached buffer.
 
 Limit: a write through ``weight.data`` bypasses the tensor's version counter (as it does for
 autograd), so it is not seen by a weight cached before it; write through the parameter

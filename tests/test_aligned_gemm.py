@@ -223,7 +223,8 @@ def test_a_weight_trained_between_calls_is_padded_per_call():
             w.add_(1.0)
     assert cache.per_call and cache._copy is None
     # cached, refilled in place once, then a new copy per call
-    assert buffers[0] is buffers[1] and buffers[2] is not buffers[1] and buffers[3] is not buffers[2]
+    assert buffers[0] is buffers[1]
+    assert buffers[2] is not buffers[1] and buffers[3] is not buffers[2]
     assert cache.refresh_for_replay()  # a graph captured now pads inside itself
 
     replayed = PaddedRowsWeight()  # a graph reads this one's buffer: it stays

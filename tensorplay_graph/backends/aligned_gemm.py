@@ -1,15 +1,16 @@
 """Eager GEMMs whose rows are not 16-byte aligned: computed through padded operands.
 
 A linear layer with an odd number of outputs (GPT-2's LM head: 50257) gives cuBLAS an output
-leading dimension of 50257 bf16 elements, so it falls back to an alignment-1 kernel: 3.36 ms of
-GPT-2's 4.8 ms call on the H200 (``benchmarks/profile_gpu.py``, benchmarks/RESULTS.md). Writing
-into padded rows through ``out=`` did not help (measured: cuBLAS still saw the odd width). Here,
-as Inductor's ``pad_mm`` does, the weight gets zero rows up to a multiple of 8 outputs, the
-product is computed with aligned rows and the first N columns are copied out contiguous (row
-by row: :mod:`.row_copy`): eager's layout, values within bf16 GEMM rounding. A weight from the
-program's state is padded once (:class:`PaddedRowsWeight`, refreshed in place when the
-parameter changes, before a CUDA-graph replay too; Inductor pads it on every call: 0.034 ms
-of GPT-2's LM head on the H200); a weight computed in the program is padded per call. Only large float16 / bfloat16 CUDA linears that no backend claimed change;
+leading dimension of 50257 bf16 elements, so it falls back to an alignment-1 kernel: 3.36 ms
+of GPT-2's 4.8 ms call on the H200 (``benchmarks/profile_gpu.py``, benchmarks/RESULTS.md).
+Writing into padded rows through ``out=`` did not help (measured: cuBLAS still saw the odd
+width). Here, as Inductor's ``pad_mm`` does, the weight gets zero rows up to a multiple of 8
+outputs, the product is computed with aligned rows and the first N columns are copied out
+contiguous (row by row: :mod:`.row_copy`): eager's layout, values within bf16 GEMM rounding. A
+weight from the program's state is padded once (:class:`PaddedRowsWeight`, refreshed in place
+when the parameter changes, before a CUDA-graph replay too; Inductor pads it on every call:
+0.034 ms of GPT-2's LM head on the H200); a weight computed in the program is padded per call.
+Only large float16 / bfloat16 CUDA linears that no backend claimed change;
 ``TPG_PAD_LINEARS=0`` turns it off.
 
 Training adds the same problem on the inputs: the LM head's backward multiplies the (8x512,
