@@ -149,12 +149,13 @@ def main() -> None:
 
     def report(name, ms, **extra):
         gbs = nbytes / ms / 1e6
-        row = {"config": name, "ms": round(ms, 5), "GBps": round(gbs), "pct_copy": round(100 * gbs / copy_gbs, 1)}
-        row.update(extra)
+        row = {"config": name, "ms": round(ms, 5), "GBps": round(gbs),
+               "pct_copy": round(100 * gbs / copy_gbs, 1), **extra}
         print(json.dumps(row), flush=True)
         return row
 
-    print(json.dumps({"copy_GBps": round(copy_gbs), "bytes": nbytes, "device": torch.cuda.get_device_name()}))
+    print(json.dumps({"copy_GBps": round(copy_gbs), "bytes": nbytes,
+                      "device": torch.cuda.get_device_name()}))
     report("torch.sum(0)", bench(lambda: x.sum(0)))
     if ns.anchors:
         compiled = torch.compile(lambda t: t.sum(0))
@@ -190,7 +191,8 @@ def main() -> None:
                     ms = bench(lambda: column_sum(x, br, bk, warps, split, stages, strategy,
                                                   counters, evict))
                 except Exception as exc:  # noqa: BLE001 - a config Triton rejects
-                    print(json.dumps({"config": name, "error": f"{type(exc).__name__}: {exc}"[:200]}))
+                    error = f"{type(exc).__name__}: {exc}"[:200]
+                    print(json.dumps({"config": name, "error": error}))
                     continue
                 row = report(name, ms)
                 if strategy not in best or ms < best[strategy]["ms"]:

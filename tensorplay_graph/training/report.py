@@ -79,8 +79,9 @@ class TrainingProgram:
                          f"{self.saved_bytes} bytes; recomputed in backward: "
                          f"{', '.join(self.recomputed) or 'nothing'}")
         if self.saved_sizes:
+            largest = self.saved_sizes[:8]
             lines.append("  largest saved: " + ", ".join(
-                f"{name} ({what}, {size / 2**20:.1f} MiB)" for name, size, what in self.saved_sizes[:8]))
+                f"{name} ({what}, {size / 2**20:.1f} MiB)" for name, size, what in largest))
         for kind in ("forward", "backward"):
             if kind not in self.runners:
                 lines.append(f"  {kind}: not compiled yet")
