@@ -79,8 +79,8 @@ def plan_on_cpu(monkeypatch, ops) -> None:
     decide_cpu = cuda_graphs.decide
 
     class Runner(cuda_graphs.CudaGraphRunner):
-        def __init__(self, fn, reason=cuda_graphs.ON, ops_=None, pool=None):
-            super().__init__(fn, reason, ops=ops, pool=pool)
+        def __init__(self, fn, reason=cuda_graphs.ON, ops_=None, pool=None, forced=False):
+            super().__init__(fn, reason, ops=ops, pool=pool, forced=forced)
 
     monkeypatch.setattr(cuda_graphs, "decide", lambda module, inputs, option=None,
                         dynamic=False, device="cuda": decide_cpu(module, inputs, option, dynamic,
@@ -209,6 +209,39 @@ def test_held_outputs_are_never_overwritten(hold):
         del got
     # only what the caller kept is copied from then on
     assert run.state == f"graph, copying {2 if hold == 'structure' else 1} of 2 outputs"
+
+
+def test_big_inputs_moving_every_call_turn_graphs_off_unless_forced():
+    """A replay copies each moved input into the graph's buffer: past COPY_BYTES_PER_LAUNCH
+    per launch the copy costs more than the launches saved (a column sum of a fresh 268 MB
+    tensor took 0.20 ms replayed, 0.078 ms launched on the H200), so graphs go off -- unless
+    they were asked for. The same big tensor passed again is read in place: graphs stay on."""
+    fn = lambda x: x.sum(0)  # noqa: E731
+    def ints(rows):  # exact sums whatever the summation order
+        return torch.randint(-3, 4, (rows, 1)).float()
+    big = ints(cuda_graphs.COPY_BYTES_PER_LAUNCH // 4 + 1024)
+    module = lowered(fn, big)
+    assert cuda_graphs.launches(module) == 1
+    for forced in (False, True):
+        run = CudaGraphRunner(module, ops=CpuGraphs, forced=forced)
+        for _ in range(4):
+            x = ints(big.shape[0])
+            torch.testing.assert_close(run(x), fn(x))
+        if forced:
+            assert run.state == "graph" and [s for s, _ in run._private] == [0]
+        else:
+            assert run.state.startswith("off: input(s) [0] move between calls: copying their "
+                                        "8.0 MiB"), run.state
+    run = CudaGraphRunner(module, ops=CpuGraphs)
+    for _ in range(3):
+        torch.testing.assert_close(run(big), fn(big))
+    assert run.state == "graph" and run._private == []
+    small = lowered(fn, big[:1024])
+    run = CudaGraphRunner(small, ops=CpuGraphs)
+    for _ in range(3):
+        x = ints(1024)
+        torch.testing.assert_close(run(x), fn(x))
+    assert run.state == "graph" and run.replays == 1
 
 
 def test_static_input_moving_recaptures():

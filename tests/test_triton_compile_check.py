@@ -34,7 +34,9 @@ def test_generated_kernels_compile_for_hopper(name):
         result = check_plan(step.plan, metas)
         assert result["cubin_bytes"] > 0
         assert ".target sm_90" in result["ptx"]
-        assert "ld.global" in result["ptx"] and "st.global" in result["ptx"]
+        # global loads: direct, or through shared memory in a pipelined column loop
+        ptx = result["ptx"]
+        assert ("ld.global" in ptx or "cp.async" in ptx) and "st.global" in ptx
 
 
 def test_tiled_channels_last_kernel_compiles_for_hopper():

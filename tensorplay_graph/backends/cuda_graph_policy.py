@@ -13,6 +13,21 @@ from typing import Any, Optional, Sequence, Tuple
 from ..frameworks import adapter_for
 
 ON = "on: static shapes, every tensor on CUDA, no host syncs or host-side ops"
+#: A replay saves the CPU cost of the launches it replaces -- about 5 us each (a one-kernel
+#: program costs 11.8 us per call through the Triton launcher on the H200, RESULTS.md) --
+#: and adds a copy of each input that moves between calls; at ~4 TB/s (read + write) 8 MiB
+#: takes about 4 us. Past this many copied bytes per launch a replay costs more than it saves
+#: (a column sum of a fresh 268 MB tensor each call: 0.20 ms replayed, 0.078 ms launched).
+COPY_BYTES_PER_LAUNCH = 8 << 20
+
+
+def launches(fn: Any) -> int:
+    """About how many launches a run of lowered program ``fn`` makes (its calls)."""
+    import operator
+    graph = getattr(fn, "graph", None)
+    return sum(1 for n in getattr(graph, "nodes", ())
+               if getattr(n, "op", None) in ("call_function", "call_method", "call_module")
+               and n.target is not operator.getitem)
 #: Tensor methods that read device data on the host or make CPU tensors.
 HOST_METHODS = frozenset({"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__",
                           "__index__", "nonzero", "pin_memory"})

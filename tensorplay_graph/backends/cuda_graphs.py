@@ -15,7 +15,9 @@ only the same address: a fresh tensor the allocator put where a freed one was (a
 incoming gradient) moves on a later call, and is copied in from the start; when some moved, call 2 is
 one more warm-up and call 3 captures (a backward's inputs are the forward graph's buffers only
 from the forward's capture on); inputs that moved again are copied into
-private buffers before each replay; call-time caches the program reads (a channels_last conv
+private buffers before each replay -- unless, under the default, those copies would cost more
+than the launches a replay saves (``COPY_BYTES_PER_LAUNCH``: a one-kernel program over a fresh
+268 MB tensor each call), which turns graphs off for the program; call-time caches the program reads (a channels_last conv
 weight, a padded linear weight: ``refresh_for_replay``) are brought up to date before each
 replay, after the inputs are copied in.
 
@@ -50,7 +52,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from .cuda_graph_capture import capture_failure, copy_into, private_copy
 from .cuda_graph_ops import TorchGraphs
 from .output_tree import flatten as _flatten, rebuild as _rebuild
-from .cuda_graph_policy import HOST_FUNCTIONS, HOST_METHODS, ON, decide, is_cuda_tensor  # noqa: F401
+from .cuda_graph_policy import (COPY_BYTES_PER_LAUNCH, HOST_FUNCTIONS, HOST_METHODS,  # noqa: F401
+                                 ON, decide, is_cuda_tensor, launches)
 
 log = logging.getLogger("tensorplay_graph.compile")
 hints = logging.getLogger("tensorplay_graph.perf_hints")
@@ -66,7 +69,7 @@ def wrap(module: Any, example_inputs: Sequence[Any], option: Optional[bool] = No
     use, why = decide(module, example_inputs, option, dynamic)
     if use:
         log.info("cuda graphs %s", why)
-        return CudaGraphRunner(module, reason=why, pool=pool)
+        return CudaGraphRunner(module, reason=why, pool=pool, forced=bool(option))
     (log if option else hints).info("cuda graphs %s", why)
     try:
         module.cuda_graphs = why
@@ -88,8 +91,9 @@ class CudaGraphRunner:
     """
 
     def __init__(self, fn: Callable[..., Any], reason: str = ON, ops: Any = TorchGraphs,
-                 pool: Any = None) -> None:
+                 pool: Any = None, forced: bool = False) -> None:
         self.fn = fn
+        self.forced = forced  # graphs asked for (option True): kept whatever the copies cost
         self.ops = ops
         self._pool = pool  # a SharedPool this runner's first capture joins, or None
         self.reason = reason
@@ -113,6 +117,7 @@ class CudaGraphRunner:
         graph = getattr(fn, "graph", None)
         self._refresh = [n.target for n in getattr(graph, "nodes", ())
                          if callable(getattr(n.target, "refresh_for_replay", None))]
+        self._launches = launches(fn)
 
     @property
     def cuda_graphs(self) -> str:
@@ -185,10 +190,18 @@ class CudaGraphRunner:
             pool.leave(self)
             self._pool = pool = None
         static, private, capture_args = [], [], list(args)
+        copied = [slot for slot, value in enumerate(args) if self.ops.is_tensor(value)
+                  and (slot in moved or not _stayed(value, self._warm[slot]))]
+        size = sum(args[slot].numel() * args[slot].element_size() for slot in copied)
+        if not self.forced and size > COPY_BYTES_PER_LAUNCH * max(1, self._launches):
+            return self._off(args, f"input(s) {copied} move between calls: copying their "
+                                   f"{size / 2 ** 20:.1f} MiB into the graph's buffers before "
+                                   f"each replay would cost more than the {self._launches} "
+                                   "launch(es) a replay saves")
         for slot, value in enumerate(args):
             if not self.ops.is_tensor(value):
                 continue
-            if _stayed(value, self._warm[slot]) and slot not in moved:
+            if slot not in copied:
                 static.append((slot, value.data_ptr()))
             else:
                 buffer = private_copy(value)

@@ -1,8 +1,8 @@
 """Column reductions (reduced dims strided in memory) vs eager, in Triton's interpreter.
 
 Each program must lower to the column kernel (``codegen_columns``): a loop over the
-reduced index with tiles coalesced along the kept dims; tall inputs take the two-stage
-split (partial results, then an ordered combine). Special values, odd shapes, size-1 and
+reduced index with tiles coalesced along the kept dims; tall inputs split the reduced index
+(partial results, combined in order by the last program of each column block). Special values, odd shapes, size-1 and
 empty dims, keepdim and the epilogue fused after the reduction are checked against eager.
 """
 
@@ -37,7 +37,7 @@ def _kind(kernel) -> str:
     src = kernel.source
     if "BLOCK_R" not in src:
         return "rows"
-    return "split" if "_combine(" in src else "columns"
+    return "split" if "tickets_ptr" in src else "columns"
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
@@ -58,6 +58,25 @@ def test_tall_input_splits_and_is_deterministic():
     assert _kind(kernel) == "split"
     first, second = kernel(x)[0], kernel(x)[0]
     assert torch.equal(first, second)
+
+
+def test_split_tickets_are_reset_by_the_last_program():
+    """Every column block's ticket counter is back at zero after each launch (the next
+    launch's last program is the one holding ticket n_split - 1), across specializations."""
+    from tensorplay_graph.backends.triton.columns import SplitLaunch
+    from tensorplay_graph.backends.triton.lowering import plan_region
+    from triton_regions import build
+
+    x, wide = torch.randn(2000, 40), torch.randn(2000, 64)
+    (step,) = plan_region(build(PROGRAMS["sum_squares_scaled"], x))
+    for t in (x, wide[:, :40], x):  # two specializations: row strides 40 and 64
+        got = step.plan(t)[0]
+        torch.testing.assert_close(got, (t * t).sum(0) * 0.5, rtol=1e-5, atol=1e-4)
+    launches = [spec for (spec, _), *_ in step.plan._specs.values()]
+    assert len(launches) == 2 and all(isinstance(s, SplitLaunch) for s in launches)
+    for launch in launches:
+        (tickets,) = launch._tickets.values()
+        assert tickets.shape == (1,) and not tickets.any()
 
 
 def test_middle_dim_with_epilogue_and_full_output():

@@ -351,10 +351,8 @@ def _render_examples(steps) -> List[str]:
         metas = [(tuple(n.meta["tensor_meta"].shape), tuple(n.meta["tensor_meta"].stride))
                  for n in step.inputs]
         source = step.plan.render(step.plan.layout_for(metas))
-        while source is not None:  # a two-stage kernel: each stage
-            step.plan.cache.jit_function(source.name, source.text)
-            sources.append(source.text)
-            source = source.next
+        step.plan.cache.jit_function(source.name, source.text)
+        sources.append(source.text)
     return sources
 
 

@@ -11,9 +11,13 @@ longer than a rows kernel holds in registers loop the same way, with narrow ``BL
 
 A reduced value read back on the row (softmax, ``var``, ``x - x.mean(0)``) takes one more
 loop over the row per level (:func:`passes_of`). A single-pass kernel may split the reduced
-index over ``SPLIT`` programs per column block: stage 1 writes each split's partial results
-to a workspace, stage 2 combines them in a fixed order (deterministic, no atomics) and runs
-the per-row epilogue (``x.sum(0) * 2 + b``).
+index over ``n_split`` programs per column block, in one launch: each writes its split's
+partial results to a workspace and takes a ticket from its column block's counter; the
+program holding the last ticket adds the partials in split order (deterministic: the same
+order whichever program finishes last), runs the per-row epilogue (``x.sum(0) * 2 + b``)
+and resets the counter for the next launch. A barrier before the ticket and release /
+acquire order on it make every program's partials visible to the last one, as Inductor's
+cooperative reductions do (``x_grid_barrier``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from .layout import Layout
 _NAME = re.compile(r"(?<![.\w])[A-Za-z_][A-Za-z0-9_]*\b")
 #: value classes: over the row (``elem``), one per row (``row``), constant along the row
 ELEM, ROW, CONST = "elem", "row", "const"
+#: launch-time constants: the tile, and how deep the loop over the row is pipelined
+CONSTEXPRS = ("BLOCK_R", "BLOCK_K", "STAGES")
 _COMBINE = {"sum": "{a} + {b}", "prod": "{a} * {b}", "max": "tl.maximum({a}, {b})",
             "min": "tl.minimum({a}, {b})"}
 
@@ -95,33 +101,30 @@ def _tile(acc: str) -> str:
 
 
 def render_columns(desc: KernelDesc, layout: Layout, split: bool) -> KernelSource:
-    """Stage 1 (and, with ``split``, stage 2 as ``.next``) for ``layout``; ``split`` needs a
-    single pass over the row."""
+    """The column kernel for ``layout``; ``split`` (the reduced index over several programs,
+    combined by the last) needs a single pass over the row."""
     desc.validate()
     passes = passes_of(desc)
     assert passes is not None and (passes.loops == 1 or not split), "see passes_of"
-    first = _render(desc, layout, passes, stage=1 if split else 0)
-    if not split:
-        return first
-    second = _render(desc, layout, passes, stage=2)
-    return KernelSource(first.name, first.text, first.params, first.constexprs, second)
+    return _render(desc, layout, passes, split)
 
 
-def _params(desc: KernelDesc, layout: Layout, stage: int) -> List[tuple]:
+def _params(desc: KernelDesc, layout: Layout, split: bool) -> List[tuple]:
+    """Operands, then with ``split`` one partial-result workspace per reduction and the
+    ticket counters (``columns.SplitLaunch`` passes them), then the scalars."""
     names = operand_names(desc)
     reduces = [s for s in desc.stmts if s.reduce is not None]
     ndim = len(layout.sizes)
     full = [not a.per_row for a in desc.inputs] + [not o.per_row for o in desc.outputs]
     params: List[tuple] = [("ptr", i) for i in range(len(names))]
-    if stage:
-        params += [("ptr", len(names) + j) for j in range(len(reduces))]
+    if split:
+        params += [("ptr", len(names) + j) for j in range(len(reduces) + 1)]
     params += [("n",), ("const", "num_k", None)]
-    params += [("const", "split_rows", None)] if stage == 1 else []
-    params += [("const", "n_split", None)] if stage == 2 else []
+    params += [("const", "split_rows", None), ("const", "n_split", None)] if split else []
     params += [("size", d) for d in range(1, ndim)]
     for i in range(len(names)):
         params += [("stride", i, d) for d in range(ndim) if not unit_last(layout, i, d)]
-        if full[i] and stage != 2 and layout.col_strides[i] != 1:
+        if full[i] and layout.col_strides[i] != 1:
             params.append(("col_stride", i))
     return params
 
@@ -130,8 +133,9 @@ def _text(param: tuple, desc: KernelDesc) -> str:
     names = operand_names(desc)
     reduces = [s.var for s in desc.stmts if s.reduce is not None]
     kind = param[0]
-    if kind == "ptr" and param[1] >= len(names):  # a split's partial results (stage 1 / 2)
-        return f"{reduces[param[1] - len(names)]}_part_ptr"
+    if kind == "ptr" and param[1] >= len(names):  # a split's workspaces, then its tickets
+        j = param[1] - len(names)
+        return f"{reduces[j]}_part_ptr" if j < len(reduces) else "tickets_ptr"
     if kind == "const":
         return param[1]
     return _param_text(param, names)  # pointers, "n", sizes and strides as pointwise spells them
@@ -159,21 +163,17 @@ def _col_offset(name: str, i: int, layout: Layout) -> str:
     return "cols" if layout.col_strides[i] == 1 else f"cols * {name}_col_stride"
 
 
-def _render(desc: KernelDesc, layout: Layout, passes: Passes, stage: int) -> KernelSource:
-    """``stage`` 0: the whole kernel; 1: loop over one split, write partials; 2: combine
-    partials and run the epilogue."""
+def _render(desc: KernelDesc, layout: Layout, passes: Passes, split: bool) -> KernelSource:
     names = operand_names(desc)
     ndim = len(layout.sizes)
     wide = layout.numel >= 2 ** 31
-    params = _params(desc, layout, stage)
-    name = desc.name if stage < 2 else f"{desc.name}_combine"
-    what = {0: f"one program per BLOCK_K rows, {passes.loops} loop(s) over the row",
-            1: "stage 1: SPLIT programs per BLOCK_K rows write partial results",
-            2: "stage 2: partial results combined in order, then the epilogue"}[stage]
+    params = _params(desc, layout, split)
+    what = ("n_split programs per BLOCK_K rows; the last one combines their partial results"
+            if split else f"one program per BLOCK_K rows, {passes.loops} loop(s) over the row")
     rows = " x ".join(str(s) for s in layout.sizes)
     lines = header(desc, f"{rows} rows of {layout.n} elements, looped over; {what}")
     lines += combine_function_lines(desc.stmts)
-    lines += signature_lines(name, [_text(p, desc) for p in params], ["BLOCK_R", "BLOCK_K"])
+    lines += signature_lines(desc.name, [_text(p, desc) for p in params], list(CONSTEXPRS))
     pid = "tl.program_id(0).to(tl.int64)" if wide else "tl.program_id(0)"
     lines += [f"{INDENT}ks = {pid} * BLOCK_K + tl.arange(0, BLOCK_K)[None, :]",
               f"{INDENT}kmask = ks < num_k"]
@@ -185,27 +185,21 @@ def _render(desc: KernelDesc, layout: Layout, passes: Passes, stage: int) -> Ker
     lines += [f"{INDENT}{s.var} = {s.expr}" for s in desc.stmts
               if s.reduce is None and passes.kind[s.var] == CONST]
     reduces = [s for s in desc.stmts if s.reduce is not None]
-    if stage == 2:
-        lines += _combine_partials(reduces)
-        lines += _row_lines(desc, passes, 1)
-    else:
-        for loop in range(passes.loops):
-            lines += _loop(desc, layout, passes, loop, offsets, stage, wide)
-            for s in reduces:
-                if passes.level[s.var] == loop + 1:
-                    lines.append(f"{INDENT}{s.var} = {_final(s)}")
-            if stage == 0:
-                lines += _row_lines(desc, passes, loop + 1)
-    if stage == 1:
+    for loop in range(passes.loops):
+        lines += _loop(desc, layout, passes, loop, offsets, split, wide)
         for s in reduces:
-            lines.append(f"{INDENT}tl.store({s.var}_part_ptr + tl.program_id(1) * num_k + ks, "
-                         f"{s.var}, mask=kmask)")
-        return KernelSource(name, "\n".join(lines) + "\n", tuple(params), ("BLOCK_R", "BLOCK_K"))
+            if passes.level[s.var] == loop + 1:
+                lines.append(f"{INDENT}{s.var} = {_final(s)}")
+        if not split:
+            lines += _row_lines(desc, passes, loop + 1)
     base = len(desc.inputs)
-    for j, out in enumerate(desc.outputs):
-        if out.per_row:
-            lines.append(store_line(out.name, out.var, out.dtype, offsets[base + j], "kmask"))
-    return KernelSource(name, "\n".join(lines) + "\n", tuple(params), ("BLOCK_R", "BLOCK_K"))
+    epilogue = [store_line(out.name, out.var, out.dtype, offsets[base + j], "kmask")
+                for j, out in enumerate(desc.outputs) if out.per_row]
+    if split:
+        lines += _last_program(reduces, _row_lines(desc, passes, 1) + epilogue)
+    else:
+        lines += epilogue
+    return KernelSource(desc.name, "\n".join(lines) + "\n", tuple(params), CONSTEXPRS)
 
 
 def _row_lines(desc: KernelDesc, passes: Passes, level: int) -> List[str]:
@@ -221,7 +215,7 @@ def _neutral_of(stmt) -> str:
 
 
 def _loop(desc: KernelDesc, layout: Layout, passes: Passes, loop: int, offsets: List[str],
-          stage: int, wide: bool) -> List[str]:
+          split: bool, wide: bool) -> List[str]:
     """Pass ``loop`` over the row: loads, the elementwise work known by then, the reductions
     of this pass, the full-row outputs of this pass."""
     body = INDENT * 2
@@ -230,13 +224,13 @@ def _loop(desc: KernelDesc, layout: Layout, passes: Passes, loop: int, offsets: 
     for s in reduces:
         init = _tile(_neutral_of(s)).format(dtype=TL_DTYPES[s.dtype])
         lines.append(f"{INDENT}{s.var}_acc = {init}")
-    if stage == 1:
+    if split:
         lines += [f"{INDENT}row_start = tl.program_id(1) * split_rows",
                   f"{INDENT}row_end = tl.minimum(row_start + split_rows, n_cols)"]
     elif loop == 0:
         lines += [f"{INDENT}row_start = 0", f"{INDENT}row_end = n_cols"]
     rr = "tl.arange(0, BLOCK_R)[:, None]" + (".to(tl.int64)" if wide else "")
-    lines += [f"{INDENT}for start in range(row_start, row_end, BLOCK_R):",
+    lines += [f"{INDENT}for start in tl.range(row_start, row_end, BLOCK_R, num_stages=STAGES):",
               f"{body}cols = start + {rr}",
               f"{body}mask = kmask & (cols < n_cols)"]
     for i, arg in enumerate(desc.inputs):
@@ -264,13 +258,24 @@ def _final(stmt) -> str:
     return f"tl.{stmt.reduce}({stmt.var}_acc, axis=0, keep_dims=True)"
 
 
-def _combine_partials(reduces) -> List[str]:
-    lines = []
+def _last_program(reduces, epilogue: List[str]) -> List[str]:
+    """Store this split's partial results, take a ticket; the last program of the column
+    block adds all partials in split order, runs ``epilogue`` and resets the counter."""
+    lines = [f"{INDENT}tl.store({s.var}_part_ptr + tl.program_id(1) * num_k + ks, {s.var}, "
+             "mask=kmask)" for s in reduces]
+    lines += [f"{INDENT}tl.debug_barrier()",  # every thread's partials stored before the ticket
+              f"{INDENT}ticket = tl.atomic_add(tickets_ptr + tl.program_id(0), 1, sem=\"acq_rel\")",
+              f"{INDENT}if ticket == n_split - 1:",
+              f"{INDENT * 2}tl.debug_barrier()"]
+    body = []
     for s in reduces:
         neutral = _neutral_of(s)
-        lines += [f"{INDENT}{s.var} = tl.full([1, BLOCK_K], {neutral}, {TL_DTYPES[s.dtype]})",
-                  f"{INDENT}for split in range(0, n_split):",
-                  f"{INDENT * 2}part = tl.load({s.var}_part_ptr + split * num_k + ks, mask=kmask, "
-                  f"other={neutral})",
-                  f"{INDENT * 2}{s.var} = " + _COMBINE[s.reduce].format(a=s.var, b="part")]
-    return lines
+        # .cg: read from L2, where the other programs' partials are; never a stale L1 line
+        body += [f"{s.var} = tl.full([1, BLOCK_K], {neutral}, {TL_DTYPES[s.dtype]})",
+                 "for split in range(0, n_split):",
+                 f"{INDENT}part = tl.load({s.var}_part_ptr + split * num_k + ks, mask=kmask, "
+                 f"other={neutral}, cache_modifier=\".cg\")",
+                 f"{INDENT}{s.var} = " + _COMBINE[s.reduce].format(a=s.var, b="part")]
+    body = [INDENT + line for line in body] + list(epilogue)
+    body.append(f"{INDENT}tl.atomic_xchg(tickets_ptr + tl.program_id(0), 0)")
+    return lines + [INDENT + line for line in body]

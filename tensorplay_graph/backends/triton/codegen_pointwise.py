@@ -22,15 +22,14 @@ class KernelSource:
     ``params`` lists every non-constexpr parameter in order as a tuple:
     ``("ptr", operand)``, ``("numel",)``, ``("size", dim)``, ``("stride", operand, dim)``,
     ``("n",)``, ``("col_stride", operand)`` or ``("const", name, value)`` (a value fixed per
-    launch configuration); operands count inputs, then outputs (then workspaces). ``next``:
-    a kernel launched right after this one over the same operands (a two-stage reduction).
+    launch configuration); operands count inputs, then outputs (then a split column
+    kernel's workspaces and ticket counters).
     """
 
     name: str
     text: str
     params: Tuple[tuple, ...]
     constexprs: Tuple[str, ...]
-    next: Optional["KernelSource"] = None
 
 
 def operand_names(desc: KernelDesc) -> List[str]:

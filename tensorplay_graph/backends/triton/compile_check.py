@@ -23,9 +23,10 @@ _PTR = {"float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32", "float64": 
 
 def signature_of(desc: KernelDesc, source: KernelSource, layout: Layout) -> Dict[str, str]:
     """Triton signature (param -> type) of a generated kernel for ``layout``; pointers past
-    the operands are a column kernel's workspaces (one per reduction, its compute dtype)."""
+    the operands are a split column kernel's workspaces (one per reduction, its compute
+    dtype), then its int32 ticket counters."""
     dtypes = [a.dtype for a in desc.inputs] + [o.dtype for o in desc.outputs]
-    dtypes += [s.dtype for s in desc.stmts if s.reduce is not None]
+    dtypes += [s.dtype for s in desc.stmts if s.reduce is not None] + ["int32"]
     int_type = "i64" if layout.numel >= 2 ** 31 else "i32"
     sig: Dict[str, str] = {}
     for i, param in enumerate(source.params):
@@ -53,9 +54,7 @@ def compile_for_hopper(desc: KernelDesc, source: KernelSource, layout: Layout,
 
 
 def check_plan(plan: Any, in_meta) -> Dict[str, Any]:
-    """Compile-check a ``KernelPlan`` for the layout of ``in_meta`` [(shape, stride), ...];
-    a two-stage column kernel builds both stages (the result is the last one's, with
-    ``"stages"``: how many built)."""
+    """Compile-check a ``KernelPlan`` for the layout of ``in_meta`` [(shape, stride), ...]."""
     from .columns import config_for
     from .plan import next_pow2, tile_2d
     if hasattr(plan, "kernel"):  # an IndexedPlan (views / gathers as index arithmetic)
@@ -69,17 +68,12 @@ def check_plan(plan: Any, in_meta) -> Dict[str, Any]:
         constexprs, warps = {"BLOCK_SIZE": 1024}, 4
     elif any(p[0] == "const" for p in source.params):
         cfg = config_for(plan.desc, layout)
-        constexprs, warps = {"BLOCK_R": cfg.block_r, "BLOCK_K": cfg.block_k}, cfg.warps
+        constexprs = {"BLOCK_R": cfg.block_r, "BLOCK_K": cfg.block_k, "STAGES": cfg.stages}
+        warps = cfg.warps
     else:
         block = next_pow2(layout.n)
         constexprs, warps = {"BLOCK_N": block}, (4 if block <= 4096 else 8 if block <= 8192 else 16)
-    stages = 0
-    while source is not None:
-        result = compile_for_hopper(plan.desc, source, layout, constexprs, warps, plan.cache)
-        stages += 1
-        source, constexprs, warps = source.next, dict(constexprs, BLOCK_R=1), 4
-    result["stages"] = stages
-    return result
+    return compile_for_hopper(plan.desc, source, layout, constexprs, warps, plan.cache)
 
 
 def check_indexed(plan: Any, in_meta) -> Dict[str, Any]:
@@ -98,4 +92,4 @@ def check_indexed(plan: Any, in_meta) -> Dict[str, Any]:
                     constexprs={name: 1024 for name in source.constexprs})
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
     return {"ptx": compiled.asm.get("ptx", ""), "cubin_bytes": len(compiled.asm.get("cubin", b"")),
-            "seconds": time.perf_counter() - start, "stages": 1}
+            "seconds": time.perf_counter() - start}
