@@ -75,3 +75,18 @@ def test_the_sweep_reports_the_h200_masked_scalar_load(monkeypatch):
     failure = sweep.failures[0]
     assert "gpt2 backward: region" in failure.where
     assert "block type" in failure.error or "mask" in failure.error.lower(), failure.error
+
+
+def test_the_sweep_reports_kernels_needing_more_shared_memory_than_hopper_has(monkeypatch):
+    """More shared memory than a block may use fails only at launch on the GPU: the sweep
+    reports it from the compiled kernel's metadata (here with the limit lowered so the
+    pipelined loop of a column sum exceeds it)."""
+    from tensorplay_graph.backends.triton import compile_sweep
+    x = torch.randn(4096, 256)
+    sweep = HopperSweep()
+    sweep.check(lambda t: t.sum(0), x, name="column sum")
+    assert sweep.records and not sweep.failures
+    monkeypatch.setattr(compile_sweep, "HOPPER_SHARED", 1024)
+    sweep = HopperSweep()
+    sweep.check(lambda t: t.sum(0) * 2, x, name="column sum")
+    assert sweep.failures and "bytes of shared memory per block" in sweep.failures[0].error

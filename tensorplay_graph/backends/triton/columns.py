@@ -108,10 +108,11 @@ def column_config(num_k: int, n: int, contiguous: bool = False, single_pass: boo
     return ColumnConfig(block_r, block_k, warps, _cdiv(n, split_rows), split_rows)
 
 
-def pipeline_stages(cfg: ColumnConfig, row_bytes: int) -> int:
-    """How deep the loop's loads are pipelined: ``MAX_STAGES`` tiles of every full-row input
-    (``row_bytes`` per tile element) in flight where ``PIPELINE_BYTES`` holds them."""
-    per_stage = cfg.block_r * cfg.block_k * row_bytes
+def pipeline_stages(cfg: ColumnConfig, row_bytes: int, loops: int = 1) -> int:
+    """How deep the loops' loads are pipelined: ``MAX_STAGES`` tiles of every full-row input
+    (``row_bytes`` per tile element) in flight, in each of ``loops`` passes over the row,
+    where ``PIPELINE_BYTES`` holds them."""
+    per_stage = cfg.block_r * cfg.block_k * row_bytes * loops
     return max(1, min(MAX_STAGES, PIPELINE_BYTES // max(1, per_stage)))
 
 
@@ -119,10 +120,11 @@ def config_for(desc: KernelDesc, layout: Layout) -> ColumnConfig:
     """The configuration of a column kernel of ``desc`` over ``layout`` (see ``columns_fit``)."""
     from .codegen_columns import passes_of
     first = next(i for i, a in enumerate(desc.inputs) if not a.per_row)
+    loops = passes_of(desc).loops
     cfg = column_config(layout.numel // layout.n, layout.n, layout.col_strides[first] == 1,
-                        passes_of(desc).loops == 1)
+                        loops == 1)
     row_bytes = sum(_ITEMSIZE.get(a.dtype, 8) for a in desc.inputs if not a.per_row)
-    return dataclasses.replace(cfg, stages=pipeline_stages(cfg, row_bytes))
+    return dataclasses.replace(cfg, stages=pipeline_stages(cfg, row_bytes, loops))
 
 
 _ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "float16": 2, "bfloat16": 2, "int16": 2,

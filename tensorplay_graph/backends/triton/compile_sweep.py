@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 #: Hopper (H200 / H100): compute capability 9.0, 32 threads per warp
 HOPPER = ("cuda", 90, 32)
+#: Shared memory one block may use on Hopper (227 KB); more fails at launch, not at compile
+HOPPER_SHARED = 232448
 
 
 @dataclass
@@ -89,8 +91,12 @@ class HopperCompiler:
         try:
             compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs),
                                       target=self.target, options=opts.__dict__)
+            shared = getattr(compiled.metadata, "shared", 0)
             if not compiled.asm.get("cubin"):
                 error = "no cubin produced"
+            elif shared > HOPPER_SHARED:
+                error = (f"OutOfResources: needs {shared} bytes of shared memory per block "
+                         f"(Hopper: {HOPPER_SHARED})")
         except Exception as exc:  # noqa: BLE001 - a compile error is the finding
             error = f"{type(exc).__name__}: {exc}"
         record = CompileRecord(getattr(fn, "__name__", "kernel"), self.where,
