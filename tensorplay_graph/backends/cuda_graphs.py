@@ -17,9 +17,9 @@ one more warm-up and call 3 captures (a backward's inputs are the forward graph'
 from the forward's capture on); inputs that moved again are copied into
 private buffers before each replay -- unless, under the default, those copies would cost more
 than the launches a replay saves (``COPY_BYTES_PER_LAUNCH``: a one-kernel program over a fresh
-268 MB tensor each call), which turns graphs off for the program; call-time caches the program reads (a channels_last conv
-weight, a padded linear weight: ``refresh_for_replay``) are brought up to date before each
-replay, after the inputs are copied in.
+268 MB tensor each call), which turns graphs off for the program; call-time caches the
+program reads (a channels_last conv weight, a padded linear weight: ``refresh_for_replay``)
+are brought up to date before each replay, after the inputs are copied in.
 
 Outputs behave like eager outputs: a caller still holding one of the previous call's outputs
 (the tensor or a view of it) never sees it overwritten: the buffers it holds are left to it,

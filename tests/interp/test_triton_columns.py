@@ -1,8 +1,8 @@
 """Column reductions (reduced dims strided in memory) vs eager, in Triton's interpreter.
 
 Each program must lower to the column kernel (``codegen_columns``): a loop over the
-reduced index with tiles coalesced along the kept dims; tall inputs split the reduced index
-(partial results, combined in order by the last program of each column block). Special values, odd shapes, size-1 and
+reduced index with tiles coalesced along the kept dims; tall inputs split the reduced
+index (partial results, combined in order by the last program of each column block). Special values, odd shapes, size-1 and
 empty dims, keepdim and the epilogue fused after the reduction are checked against eager.
 """
 

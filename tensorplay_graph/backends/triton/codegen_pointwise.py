@@ -8,7 +8,7 @@ space. Operands laid out like the index space use the flat offset directly
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 from .codegen_common import INDENT, header, load_expr, signature_lines, stmt_lines, store_line
 from .kernel_desc import KernelDesc

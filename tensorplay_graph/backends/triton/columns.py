@@ -5,12 +5,12 @@ indices (256 B of bf16 per tile row: whole cache lines), ``BLOCK_R`` fills the t
 ``TILE`` elements (``TILE_MULTI_PASS`` in a kernel that loops over the row more than once).
 The loop over the row is software-pipelined ``STAGES`` deep (loads in flight through shared
 memory, ``PIPELINE_BYTES`` at most per program). Few column blocks over a tall row
-(``x.sum(0)`` of 32768 x 4096: 32 blocks)
-would leave most SMs idle, so the reduced index is split until about
-``TARGET_PROGRAMS`` programs run, each over at least ``MIN_TILES`` tiles; the last program
-of each column block combines the partial results in order (``codegen_columns``). A kernel with
-several passes over the row (softmax over dim 0) cannot split: it narrows ``BLOCK_K`` to
-16 kept indices (one 32-byte sector of bf16) until about ``MIN_PROGRAMS`` programs run.
+(``x.sum(0)`` of 32768 x 4096: 32 blocks) would leave most SMs idle, so the reduced index is
+split until about ``TARGET_PROGRAMS`` programs run, each over at least ``MIN_TILES`` tiles;
+the last program of each column block combines the partial results in order
+(``codegen_columns``). A kernel with several passes over the row (softmax over dim 0)
+cannot split: it narrows ``BLOCK_K`` to 16 kept indices (one 32-byte sector of bf16) until
+about ``MIN_PROGRAMS`` programs run.
 Contiguous rows too long for a rows kernel take 1-4 rows per tile, long along the row.
 
 ``TPG_TRITON_COLUMN_CONFIG="BLOCK_R,BLOCK_K,WARPS[,SPLIT]"`` overrides the choice
@@ -33,7 +33,7 @@ from .layout import Layout
 
 #: Programs a split aims for: about two per SM on a 132-SM H200. With the loop pipelined
 #: 3 deep, 64 x 128 tiles over 256 programs read 32768 x 4096 bf16 at the copy bandwidth
-#: (benchmarks/column_sum_gpu.py, 2026-12-02 19:40 UTC: 100.3% of copy bandwidth back to
+#: (benchmarks/column_sum_gpu.py, 2026-12-02 19:25 UTC: 100.7% of copy bandwidth back to
 #: back; unpipelined, 512 programs of 32 x 128 were best, at 95%).
 TARGET_PROGRAMS = 256
 #: Tiles each split loops over at least (amortizes its partial-result store).
