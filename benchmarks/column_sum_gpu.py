@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import sys
 
 import torch
@@ -241,8 +242,6 @@ def main() -> None:
         ours(x)
         report("tensorplay_graph (today)", ours)
     for config in filter(None, ns.ours.split(";")):
-        import os
-
         import tensorplay_graph as tpg
         os.environ["TPG_TRITON_COLUMN_CONFIG"] = config
         ours = tpg.compile(lambda t: t.sum(0), backend="triton")

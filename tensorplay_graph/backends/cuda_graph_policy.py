@@ -8,6 +8,7 @@ graphs are forced on -- no random op and no custom op running arbitrary host cod
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Optional, Sequence, Tuple
 
 from ..frameworks import adapter_for
@@ -23,7 +24,6 @@ COPY_BYTES_PER_LAUNCH = 8 << 20
 
 def launches(fn: Any) -> int:
     """About how many launches a run of lowered program ``fn`` makes (its calls)."""
-    import operator
     graph = getattr(fn, "graph", None)
     return sum(1 for n in getattr(graph, "nodes", ())
                if getattr(n, "op", None) in ("call_function", "call_method", "call_module")

@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 from ...errors import LoweringError
 from ...frameworks import adapter_for
 from .codegen_pointwise import KernelSource
-from .kernel_desc import KernelDesc
+from .kernel_desc import ITEMSIZE, KernelDesc
 from .launcher import SpecializedLaunch
 from .layout import Layout
 
@@ -123,12 +123,8 @@ def config_for(desc: KernelDesc, layout: Layout) -> ColumnConfig:
     loops = passes_of(desc).loops
     cfg = column_config(layout.numel // layout.n, layout.n, layout.col_strides[first] == 1,
                         loops == 1)
-    row_bytes = sum(_ITEMSIZE.get(a.dtype, 8) for a in desc.inputs if not a.per_row)
+    row_bytes = sum(ITEMSIZE.get(a.dtype, 8) for a in desc.inputs if not a.per_row)
     return dataclasses.replace(cfg, stages=pipeline_stages(cfg, row_bytes, loops))
-
-
-_ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "float16": 2, "bfloat16": 2, "int16": 2,
-             "float32": 4, "int32": 4, "float64": 8, "int64": 8}
 
 
 def _filled(source: KernelSource, values: dict) -> KernelSource:
@@ -149,15 +145,16 @@ class SplitLaunch:
     ticket counter per column block, per device and stream, zeroed once (the kernel's last
     program of each block resets its counter)."""
 
-    __slots__ = ("kernel", "workspaces", "blocks", "_tickets")
+    __slots__ = ("kernel", "workspaces", "blocks", "_tickets", "_torch")
 
     def __init__(self, kernel: SpecializedLaunch, workspaces: List[Tuple[int, Any]],
                  blocks: int) -> None:
         self.kernel, self.workspaces, self.blocks = kernel, workspaces, blocks
         self._tickets: Dict[Any, Any] = {}
+        self._torch = adapter_for("torch").module  # bound once: launch is on the hot path
 
     def launch(self, operands: Sequence[Any]) -> None:
-        torch = adapter_for("torch").module
+        torch = self._torch
         device = operands[0].device
         key = _stream_key(torch, device)
         tickets = self._tickets.get(key)
