@@ -26,8 +26,10 @@ def test_triton_plans_and_generates_the_new_prims():
     assert [r.nodes for r in plan.regions] == [["mul", "add", "prod", "square"]]
     assert plan.regions[0].backend == "triton" and not plan.eager
     source = plan.kernels[0].source
-    # One rows kernel: the product is a masked tl.reduce with the multiply combine function.
-    assert "tl.reduce(tl.where(mask" in source and "def _tpg_mul(a, b):" in source
+    # One rows kernel: the product is a tl.reduce with the multiply combine function (rows
+    # of 64 fill their block: no mask).
+    assert ", 0, _tpg_mul)" in source and "def _tpg_mul(a, b):" in source
+    assert "mask" not in source
     assert "# prod" in source and "# square" in source
 
 

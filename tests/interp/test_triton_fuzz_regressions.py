@@ -178,15 +178,40 @@ def test_a_rows_result_is_rounded_before_the_kernel_reads_it(dtype):
     compiled_equals_eager(program, x, m, y)
 
 
-def test_constant_rows_have_exact_mean_in_layer_norm_and_var():
+@pytest.mark.parametrize("n", [3, 4, 12])
+def test_constant_rows_have_exact_mean_in_layer_norm_and_var(n):
     # seed 85002565: layer_norm of a row of three equal float32 values gave 3.8e-05, not 0
     # (sum / 3 is an ulp off the value), and ``.to(bool)`` of it True; eager's Welford mean
-    # of a constant row is exact. Rows now take their mean shifted by their first element.
-    values = torch.tensor([0.1, 7.3, 1e30, -3.3, 0.7, 1.1, 2.9, 12.7, 0.3, 5.9])
-    x = values[:, None].expand(10, 3).contiguous()
+    # of a constant row is exact. layer_norm corrects its mean with a second pass (its
+    # deviations scaled down for huge rows, where their squares overflow); var checks
+    # max == min. Masked rows (3, 12) and rows that fill their block (4, 16); tiny values
+    # whose deviation squares are denormal, huge ones whose squares overflow.
+    values = torch.tensor([0.1, 7.3, 1e30, -3.3, 0.7, 1.1, 2.9, 12.7, 0.3, 5.9, 3e-14, 7e-16,
+                           1.3e-13, -2.1e25, 3.3e36])
+    x = values[:, None].expand(len(values), n).contiguous()
 
     def program(x):
-        n = torch.nn.functional.layer_norm(x, (3,))
-        return n, n.to(torch.bool), x.var(dim=-1), x.var(dim=-1) == 0
+        out = torch.nn.functional.layer_norm(x, (n,))
+        return out, out.to(torch.bool), x.var(dim=-1), x.var(dim=-1) == 0
 
     compiled_equals_eager(program, x)
+
+
+@pytest.mark.parametrize("n", [3, 4, 12])
+def test_huge_rows_layer_norm_matches_eager(n):
+    # Rows whose squared deviations overflow float32: eager's variance is inf (its rstd 0);
+    # the corrected two-pass moments scale huge rows' deviations by 2^-64 and back, so the
+    # spread overflows where eager's does and a constant row stays exactly 0.
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(6, n, generator=gen) * torch.tensor([1.0, 1e20, 1e30, 3e37, 1e-20, 1e19])[:, None]
+    x[:, 0] += torch.tensor([0.0, 1e26, 0.0, 0.0, 1e30, -1e25])
+    w = torch.randn(n, generator=gen)
+
+    def program(x, w):
+        return torch.nn.functional.layer_norm(x, (n,), w)
+
+    gm = compile_graph(tpg.capture(program, x, w), (x, w), backends=["triton"])
+    got, want = gm(x, w), program(x, w)
+    got = got[0] if isinstance(got, (tuple, list)) else got
+    assert torch.isfinite(want).any(), "the case should be mostly finite"
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, equal_nan=True)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import List
+import re
+from typing import Dict, List, Optional
 
 from ...prims.pointwise_lowerings import bf16_load_triton, bf16_triton
 from .kernel_desc import ITEMSIZE, REDUCTIONS, TL_DTYPES, KernelDesc, Stmt, compute_dtype
@@ -54,11 +55,20 @@ def _neutral(reduce: str, dtype: str) -> str:
     return str(-(2 ** (bits - 1))) if reduce == "max" else str(2 ** (bits - 1) - 1)
 
 
-def stmt_lines(stmts: List[Stmt], mask: str) -> List[str]:
-    """Statement lines; reductions mask the padding lanes with the neutral element."""
+def stmt_lines(stmts: List[Stmt], mask: str, loads: Optional[Dict[str, str]] = None,
+               block: str = "") -> List[str]:
+    """Statement lines; reductions mask the padding lanes with the neutral element (no
+    ``mask``: there are none, and a reduced value is broadcast to ``block`` elements -- one
+    computed from per-row values only is a scalar). ``loads`` (operand name -> its load line) go right before the
+    first statement that reads them, the rest at the end: a row kernel that loads a norm's
+    weight and bias up front holds them in registers across its reductions (measured on the
+    H200: add + layer_norm + gelu 13% slower)."""
     lines: List[str] = []
     last_source = None
+    pending = dict(loads or {})
     for stmt in stmts:
+        for name in [n for n in pending if re.search(rf"\b{n}\b", stmt.expr)]:
+            lines.append(pending.pop(name))
         if stmt.source and stmt.source != last_source:
             lines.append(f"{INDENT}# {stmt.source}")
             last_source = stmt.source
@@ -67,13 +77,14 @@ def stmt_lines(stmts: List[Stmt], mask: str) -> List[str]:
         else:
             neutral = stmt.identity if stmt.identity is not None and \
                 stmt.dtype.startswith("float") else _neutral(stmt.reduce, stmt.dtype)
-            masked = f"tl.where({mask}, {stmt.expr}, {neutral})"
+            masked = f"tl.where({mask}, {stmt.expr}, {neutral})" if mask else \
+                f"tl.broadcast_to({stmt.expr}, ({block},))"
             if stmt.reduce in COMBINE_FUNCTIONS:  # no tl.<name>: tl.reduce with a jit combine
                 call = f"tl.reduce({masked}, 0, {COMBINE_FUNCTIONS[stmt.reduce][0]})"
             else:
                 call = f"tl.{stmt.reduce}({masked}, axis=0)"
             lines.append(f"{INDENT}{stmt.var} = {call}")
-    return lines
+    return lines + list(pending.values())
 
 
 #: Row reductions Triton has no function for: (combine function name, its source lines).

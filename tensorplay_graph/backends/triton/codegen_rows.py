@@ -30,10 +30,13 @@ def render_rows(desc: KernelDesc, layout: Layout) -> KernelSource:
     per_row_out = [a.per_row for a in desc.inputs] + [o.per_row for o in desc.outputs]
     # Per-row outputs never use a column offset; give them no column-stride parameter.
     unit = [c == 1 or pr for c, pr in zip(layout.col_strides, per_row_out)]
+    # An operand the same for every row (a norm's weight) is addressed by the column alone.
+    shared = [layout.same_every_row(i) for i in range(len(names))]
     params: List[tuple] = [("ptr", i) for i in range(len(names))] + [("n",)]
     params += [("size", d) for d in range(1, ndim)]
     for i in range(len(names)):
-        params += [("stride", i, d) for d in range(ndim)]
+        if not shared[i]:
+            params += [("stride", i, d) for d in range(ndim)]
         if not unit[i]:
             params.append(("col_stride", i))
     text_params = [_param_text(p, names) for p in params]
@@ -45,27 +48,29 @@ def render_rows(desc: KernelDesc, layout: Layout) -> KernelSource:
     row = "tl.program_id(0).to(tl.int64)" if wide else "tl.program_id(0)"
     lines += [f"{INDENT}row = {row}"]
     lines += _coords(ndim, "row", "r")
-    lines += [
-        f"{INDENT}cols = tl.arange(0, BLOCK_N)",
-        f"{INDENT}mask = cols < n_cols",
-    ]
-    row_offsets, col_offsets = [], []
+    lines.append(f"{INDENT}cols = tl.arange(0, BLOCK_N)")
+    # A row that fills its block exactly needs no mask: measured on the H200, the masked
+    # add + layer_norm + gelu of 4096-wide rows took 9% longer.
+    mask = "" if layout.full_rows() else "mask"
+    if mask:
+        lines.append(f"{INDENT}mask = cols < n_cols")
+    offsets = []
     for i, name in enumerate(names):
-        row_offsets.append(strided_offset(name, ndim, "r"))
-        col_offsets.append("cols" if unit[i] else f"cols * {name}_col_stride")
+        row_offset = "" if shared[i] else strided_offset(name, ndim, "r")
+        col_offset = "cols" if unit[i] else f"cols * {name}_col_stride"
+        if per_row_out[i]:
+            offsets.append(row_offset or "0")
+        else:
+            offsets.append(f"{row_offset} + {col_offset}" if row_offset else col_offset)
+    loads = {}
     for i, arg in enumerate(desc.inputs):
-        if arg.per_row:  # a scalar per row: a per-row result computed from it stays a scalar
-            lines.append(f"{INDENT}{arg.name} = {load_expr(arg.name, arg.dtype, row_offsets[i], None)}")
-            continue
-        offset = f"{row_offsets[i]} + {col_offsets[i]}"
-        lines.append(f"{INDENT}{arg.name} = {load_expr(arg.name, arg.dtype, offset, 'mask')}")
-    lines += stmt_lines(desc.stmts, "mask")
+        # A per-row input is a scalar per row: a per-row result computed from it stays one.
+        loads[arg.name] = f"{INDENT}{arg.name} = " + load_expr(
+            arg.name, arg.dtype, offsets[i], None if arg.per_row else mask)
+    lines += stmt_lines(desc.stmts, mask, loads, "BLOCK_N")
     base = len(desc.inputs)
     for j, out in enumerate(desc.outputs):
-        if out.per_row:
-            # One value per row; the program's row index is always in range (grid == rows).
-            lines.append(store_line(out.name, out.var, out.dtype, row_offsets[base + j]))
-        else:
-            offset = f"{row_offsets[base + j]} + {col_offsets[base + j]}"
-            lines.append(store_line(out.name, out.var, out.dtype, offset, "mask"))
+        # A per-row output stores one value per row; the program's row is always in range.
+        lines.append(store_line(out.name, out.var, out.dtype, offsets[base + j],
+                                "" if out.per_row else mask))
     return KernelSource(desc.name, "\n".join(lines) + "\n", tuple(params), ("BLOCK_N",))

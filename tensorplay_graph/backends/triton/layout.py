@@ -115,7 +115,16 @@ class Layout:
             linear = tuple(self.is_linear(i) for i in range(len(self.strides)))
             return ("pointwise", len(self.sizes), linear, self.numel >= 2 ** 31)
         unit_cols = tuple(c == 1 for c in self.col_strides)
-        return ("rows", len(self.sizes), unit_cols, self.numel >= 2 ** 31)
+        return ("rows", len(self.sizes), unit_cols, self.numel >= 2 ** 31, self.full_rows(),
+                tuple(self.same_every_row(i) for i in range(len(self.strides))))
+
+    def full_rows(self) -> bool:
+        """Whether a row fills its power-of-two block exactly (a rows kernel needs no mask)."""
+        return self.n is not None and self.n > 0 and self.n & (self.n - 1) == 0
+
+    def same_every_row(self, i: int) -> bool:
+        """Whether operand ``i`` is the same for every row (a norm's weight): no row offset."""
+        return not any(self.strides[i])
 
 
 def make_layout(sizes: Sequence[int], operand_strides: Sequence[Strides], n: Optional[int] = None,
