@@ -167,18 +167,29 @@ def test_pow_with_tensor_and_per_row_exponents_compiles_for_hopper():
 
 
 def test_row_copy_kernel_compiles_for_hopper():
-    """The padded GEMMs' row copy (``backends/row_copy.py``): GPT-2's logits rows, 50257
-    elements read, 50264 written."""
+    """The padded GEMMs' row copies (``backends/row_copy.py``): GPT-2's logits out of rows
+    padded to 50264 into rows of 50257."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from tensorplay_graph.backends.row_copy import BLOCK, _kernel
-    fn = _kernel()
+    from tensorplay_graph.backends.row_copy import BLOCK, FLAT_BLOCK, _kernel
+    rows_fn, flat_fn = _kernel()
     signature = {"src": "*bf16", "dst": "*bf16", "n_cols": "i32", "src_stride": "constexpr",
                  "dst_stride": "constexpr", "BLOCK": "constexpr"}
-    constexprs = {"src_stride": 50257, "dst_stride": 50264, "BLOCK": BLOCK}
-    compiled = triton.compile(ASTSource(fn, signature, constexprs=constexprs),
+    constexprs = {"src_stride": 50264, "dst_stride": 50257, "BLOCK": BLOCK}
+    compiled = triton.compile(ASTSource(rows_fn, signature, constexprs=constexprs),
                               target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
     ptx = compiled.asm["ptx"]
     assert ".target sm_90" in ptx and "ld.global" in ptx and "st.global" in ptx
+    # The flat kernel, for GPT-2's 4096 x 50257 (a total divisible by 16, as Triton's launch
+    # specializes it): its stores vectorized (16-byte v4.b32).
+    for wide in (False, True):
+        signature = {"src": "*bf16", "dst": "*bf16", "total": "i32", "WIDTH": "constexpr",
+                     "PITCH": "constexpr", "WIDE": "constexpr", "BLOCK": "constexpr"}
+        constexprs = {"WIDTH": 50257, "PITCH": 50264, "WIDE": wide, "BLOCK": FLAT_BLOCK}
+        compiled = triton.compile(
+            ASTSource(flat_fn, signature, constexprs=constexprs,
+                      attrs={(i,): [["tt.divisibility", 16]] for i in range(3)}),
+            target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+        assert "st.global.v4.b32" in compiled.asm["ptx"]

@@ -30,6 +30,30 @@ def test_copy_out_of_padded_rows_into_misaligned_rows(dtype):
     assert torch.equal(back[:, :cols], dense) and not back[:, cols:].any()
 
 
+@pytest.mark.parametrize("wide", [False, True])
+def test_flat_copy_crosses_rows_inside_a_block(monkeypatch, wide):
+    # The contiguous destination is copied in flat blocks of FLAT_BLOCK elements that span
+    # several rows (the source row found by dividing by the width); rows x pitch past 2^31
+    # takes 64-bit offsets (forced here by a smaller limit).
+    monkeypatch.setattr(row_copy, "FLAT_BLOCK", 64)
+    if wide:
+        monkeypatch.setattr(row_copy, "_WIDE", 16)
+    rows, cols = 9, 13
+    padded = torch.arange(rows * 16, dtype=torch.float32).view(rows, 16)
+    dense = torch.full((rows, cols), -1.0)
+    copy_rows(dense, padded[:, :cols])
+    assert torch.equal(dense, padded[:, :cols])
+
+
+def test_padded_destination_rows_take_the_row_block_kernel():
+    rows, cols = 5, 1500
+    src = torch.randn(rows, cols + 4)
+    dst = torch.zeros(rows, cols + 1)  # misaligned padded rows: not contiguous
+    assert row_copy._fits(dst[:, :cols], src[:, :cols])
+    copy_rows(dst[:, :cols], src[:, :cols])
+    assert torch.equal(dst[:, :cols], src[:, :cols]) and not dst[:, cols:].any()
+
+
 def test_other_layouts_fall_back_to_the_frameworks_copy():
     src = torch.randn(6, 5).t()  # column stride 5: not rows
     dst = torch.empty(5, 6)
