@@ -60,6 +60,21 @@ def test_tall_input_splits_and_is_deterministic():
     assert torch.equal(first, second)
 
 
+@pytest.mark.parametrize("name", ["sum and amin", "sum of squares * 0.25 + 1"])
+def test_many_splits_combine_in_chunks(monkeypatch, name):
+    """42 splits: the last program reads the partials 16 at a time (three loads, the last
+    partly masked with the reduction's neutral element) and matches eager, run to run."""
+    from tensorplay_graph.backends.triton.codegen_columns import SPLIT_CHUNK
+    monkeypatch.setenv("TPG_TRITON_COLUMN_CONFIG", "16,64,4,50")
+    split = column_config(40, 2000).split
+    assert split > 2 * SPLIT_CHUNK and split % SPLIT_CHUNK
+    x = torch.randn(2000, 40) + 3.0  # all positive: amin's padding must not be 0
+    _, kernel = check_case(BACKEND, SPLIT_PROGRAMS[name](0), (x,), "float32")
+    assert _kind(kernel) == "split"
+    first, second = kernel(x), kernel(x)
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
+
+
 def test_split_tickets_are_reset_by_the_last_program():
     """Every column block's ticket counter is back at zero after each launch (the next
     launch's last program is the one holding ticket n_split - 1), across specializations."""

@@ -80,12 +80,15 @@ def _override(n: int) -> Tuple[int, ...]:
     return values
 
 
-def column_config(num_k: int, n: int, contiguous: bool = False, single_pass: bool = True
-                  ) -> ColumnConfig:
+def column_config(num_k: int, n: int, contiguous: bool = False, single_pass: bool = True,
+                  row_bytes: int = 2) -> ColumnConfig:
     """Blocks, warps and split for ``num_k`` rows (kept indices) of ``n`` elements.
 
     ``contiguous``: the rows themselves are contiguous (rows too long for a rows kernel): few
-    rows per tile, long along the row. Only a ``single_pass`` kernel splits its rows."""
+    rows per tile, long along the row. Only a ``single_pass`` kernel splits its rows; its
+    tile holds ``TILE`` elements of one bf16 input, fewer of wider or several inputs
+    (``row_bytes`` per tile element), so that its loads still pipeline ``MAX_STAGES`` deep:
+    two float32 inputs in 64 x 128 tiles filled the 64 KB alone, unpipelined."""
     forced = _override(n)
     if forced:
         block_r, block_k, warps = forced[:3]
@@ -94,6 +97,8 @@ def column_config(num_k: int, n: int, contiguous: bool = False, single_pass: boo
         if not (single_pass or contiguous):  # no split: narrower blocks give more programs
             block_k = min(block_k, max(16, _next_pow2(_cdiv(num_k, MIN_PROGRAMS))))
         tile = TILE if single_pass or contiguous else TILE_MULTI_PASS
+        if single_pass and not contiguous:
+            tile = max(block_k, tile * 2 // _next_pow2(max(2, row_bytes)))
         block_r = max(1, min(_next_pow2(n), tile // block_k))
         warps = 4
     tiles = _cdiv(n, block_r)
@@ -121,9 +126,9 @@ def config_for(desc: KernelDesc, layout: Layout) -> ColumnConfig:
     from .codegen_columns import passes_of
     first = next(i for i, a in enumerate(desc.inputs) if not a.per_row)
     loops = passes_of(desc).loops
-    cfg = column_config(layout.numel // layout.n, layout.n, layout.col_strides[first] == 1,
-                        loops == 1)
     row_bytes = sum(ITEMSIZE.get(a.dtype, 8) for a in desc.inputs if not a.per_row)
+    cfg = column_config(layout.numel // layout.n, layout.n, layout.col_strides[first] == 1,
+                        loops == 1, row_bytes)
     return dataclasses.replace(cfg, stages=pipeline_stages(cfg, row_bytes, loops))
 
 
