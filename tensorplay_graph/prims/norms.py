@@ -164,8 +164,8 @@ def _row_moments(row, x: str):
     and the squares ``sum(d^2) - c sum(d)``). A constant row gets its own value as mean and
     exactly 0 squares, as eager's Welford moments do (``sum(x) / n`` alone is an ulp off: seed
     85002565), with one reduction more than the uncorrected two passes where a max == min
-    check costs two (measured on the H200: add + layer_norm + gelu 0.2449 ms, with the check
-    0.2668). A constant row whose deviation squares below float32's normal range (values
+    check costs two (H200, ``benchmarks/layer_norm_rows_gpu.py``: add + layer_norm + gelu
+    0.2449 ms, with the check 0.2668). A constant row whose deviation squares below float32's normal range (values
     under ~1e-12) may keep squares of a few denormal ulps: harmless here (eps dominates),
     which is why ``var`` keeps the exact check (``lowering.row_deviations``)."""
     n = row.literal(float(row.n))
