@@ -142,22 +142,3 @@ class IndexMap:
     rule: Callable[..., Any]
     copies: Optional[Callable[..., bool]] = None
     keeps_flat: bool = False
-
-
-def row_deviations(row: Any, x: str) -> Tuple[str, str, str]:
-    """``(mean, x - mean, sum of (x - mean)^2)`` of row value ``x`` (a Triton row builder's),
-    two passes: ``sum(x) / n``, then the squared deviations. A constant row (max == min,
-    taken in the first pass) has deviations exactly 0, as eager's Welford moments give, where
-    ``x - sum(x) / n`` can be an ulp (3 x / 3): its layer norm gave 3.8e-05, not 0, and a
-    bool of it True (fuzz seed 85002565). A row of infinities or NaNs is not constant here
-    (``inf - inf``, a NaN sum) and keeps eager's NaN."""
-    n = row.literal(float(row.n))
-    total = row.reduce(x, "sum", name="sum")
-    top = row.reduce(x, "max", name="top")
-    bottom = row.reduce(x, "min", name="bottom")
-    mean = row.per_row(f"{total} / {n}", name="mean")
-    same = row.per_row(f"(({top} - {bottom}) == 0) & ({total} == {total})", name="same",
-                       dtype="bool")
-    dev = row.let(f"tl.where({same}, 0.0, {x} - {mean})", name="dev")
-    squares = row.reduce(f"{dev} * {dev}", "sum", name="sq")
-    return mean, dev, squares

@@ -165,9 +165,9 @@ def _row_moments(row, x: str):
     exactly 0 squares, as eager's Welford moments do (``sum(x) / n`` alone is an ulp off: seed
     85002565), with one reduction more than the uncorrected two passes where a max == min
     check costs two (H200, ``benchmarks/layer_norm_rows_gpu.py``: add + layer_norm + gelu
-    0.2449 ms, with the check 0.2668). A constant row whose deviation squares below float32's normal range (values
-    under ~1e-12) may keep squares of a few denormal ulps: harmless here (eps dominates),
-    which is why ``var`` keeps the exact check (``lowering.row_deviations``)."""
+    0.2449 ms, with the check 0.2668). A constant row whose deviations square below float32's
+    normal range (values under ~1e-12) may keep squares of a few denormal ulps: harmless here
+    (eps dominates), which is why ``var`` keeps the exact check (``reductions._row_squares``)."""
     n = row.literal(float(row.n))
     first = row.per_row(f"{row.reduce(x, 'sum', name='sum')} / {n}", name="m0")
     scale = row.per_row(f"tl.where(tl.abs({first}) > {row.literal(_HUGE_MEAN)}, "

@@ -14,7 +14,7 @@ import math
 from typing import Any, Dict, Optional
 
 from . import register
-from .lowering import Reduction, row_deviations
+from .lowering import Reduction
 from .record import Prim
 from .rules import category, reduce_meta, require_meta, to_floating
 
@@ -129,11 +129,29 @@ def _ref(fn: str):
     return render
 
 
+def _row_squares(row: Any, x: str) -> str:
+    """The sum of squared deviations of row value ``x`` from its mean, two passes: ``sum(x) /
+    n``, then the squared deviations. A constant row (max == min, taken in the first pass) has
+    deviations exactly 0, as eager's Welford moments give, where ``x - sum(x) / n`` can be an
+    ulp (3 x / 3): its variance was 3.8e-05 / 3, not 0 (seed 85002565). A row of infinities
+    or NaNs is not constant here (``inf - inf``, a NaN sum) and keeps eager's NaN. (layer_norm
+    corrects its mean instead: cheaper, not exact for every magnitude: ``norms._row_moments``)"""
+    n = row.literal(float(row.n))
+    total = row.reduce(x, "sum", name="sum")
+    top = row.reduce(x, "max", name="top")
+    bottom = row.reduce(x, "min", name="bottom")
+    mean = row.per_row(f"{total} / {n}", name="mean")
+    same = row.per_row(f"(({top} - {bottom}) == 0) & ({total} == {total})", name="same",
+                       dtype="bool")
+    dev = row.let(f"tl.where({same}, 0.0, {x} - {mean})", name="dev")
+    return row.reduce(f"{dev} * {dev}", "sum", name="sq")
+
+
 def _var_rows(row, a, dim=None, correction=1, keepdim=False):
-    """Two passes in registers (the mean, then the deviations and their squares, corrected:
-    ``lowering.row_deviations``): as accurate as eager's Welford, exact 0 for a constant row."""
+    """Two passes in registers (the mean, then the squared deviations: ``_row_squares``): as
+    accurate as eager's Welford, exact 0 for a constant row."""
     x = row.float(a)
-    squares = row_deviations(row, x)[2]
+    squares = _row_squares(row, x)
     # n - correction <= 0 gives inf / nan like eager (x / 0 or 0 / 0).
     denominator = max(row.n - (1 if correction is None else correction), 0)
     return row.per_row(f"{squares} / {row.literal(float(denominator))}")

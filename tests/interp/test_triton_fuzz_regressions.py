@@ -203,7 +203,8 @@ def test_huge_rows_layer_norm_matches_eager(n):
     # the corrected two-pass moments scale huge rows' deviations by 2^-64 and back, so the
     # spread overflows where eager's does and a constant row stays exactly 0.
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(6, n, generator=gen) * torch.tensor([1.0, 1e20, 1e30, 3e37, 1e-20, 1e19])[:, None]
+    scale = torch.tensor([1.0, 1e20, 1e30, 3e37, 1e-20, 1e19])
+    x = torch.randn(6, n, generator=gen) * scale[:, None]
     x[:, 0] += torch.tensor([0.0, 1e26, 0.0, 0.0, 1e30, -1e25])
     w = torch.randn(n, generator=gen)
 
