@@ -20,14 +20,13 @@ keeps eager's operand or declines.
 from __future__ import annotations
 
 import functools
-import math
 import os
 from typing import Any, Optional
 
 from ..ir.meta import TensorMeta
 
 NAN_ALL = ", propagate_nan=tl.PropagateNan.ALL"
-_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+_FLOATS = ("float16", "bfloat16", "float32", "float64")
 
 
 @functools.lru_cache(maxsize=1)
@@ -49,10 +48,10 @@ def _interpreter() -> bool:
 def _tie_rule_unknown(out: TensorMeta) -> Optional[str]:
     """Why torch's CPU tie pick for this result is unknown, or None (a float result too
     small to reach the vectorised loop, or a result without signed zeros)."""
-    if not isinstance(out, TensorMeta) or out.dtype not in _ITEMSIZE:
+    if not isinstance(out, TensorMeta) or out.dtype not in _FLOATS:
         return None
     try:
-        nbytes = int(math.prod(out.shape)) * _ITEMSIZE[out.dtype]
+        nbytes = int(out.nbytes)
     except TypeError:  # a symbolic size
         nbytes = None
     if nbytes is not None and nbytes < scalar_loop_bytes():
