@@ -7,7 +7,7 @@ The loop over the row is software-pipelined ``STAGES`` deep (loads in flight thr
 memory, ``PIPELINE_BYTES`` at most per program). Few column blocks over a tall row
 (``x.sum(0)`` of 32768 x 4096: 32 blocks) would leave most SMs idle, so the reduced index is
 split until about ``TARGET_PROGRAMS`` programs run, each over at least ``MIN_TILES`` tiles;
-the last program of each column block combines the partial results in order
+the last program of each column block combines the partial results in a fixed order
 (``codegen_columns``). A kernel with several passes over the row (softmax over dim 0)
 cannot split: it narrows ``BLOCK_K`` to 16 kept indices (one 32-byte sector of bf16) until
 about ``MIN_PROGRAMS`` programs run.

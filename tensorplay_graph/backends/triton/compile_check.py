@@ -56,7 +56,7 @@ def compile_for_hopper(desc: KernelDesc, source: KernelSource, layout: Layout,
 def check_plan(plan: Any, in_meta) -> Dict[str, Any]:
     """Compile-check a ``KernelPlan`` for the layout of ``in_meta`` [(shape, stride), ...]."""
     from .columns import config_for
-    from .plan import next_pow2, tile_2d
+    from .plan import next_pow2, row_warps, tile_2d
     if hasattr(plan, "kernel"):  # an IndexedPlan (views / gathers as index arithmetic)
         return check_indexed(plan, in_meta)
     layout = plan.layout_for(in_meta)
@@ -72,7 +72,7 @@ def check_plan(plan: Any, in_meta) -> Dict[str, Any]:
         warps = cfg.warps
     else:
         block = next_pow2(layout.n)
-        constexprs, warps = {"BLOCK_N": block}, (4 if block <= 4096 else 8 if block <= 8192 else 16)
+        constexprs, warps = {"BLOCK_N": block}, row_warps(block)
     return compile_for_hopper(plan.desc, source, layout, constexprs, warps, plan.cache)
 
 

@@ -97,6 +97,12 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
 
+def row_warps(block_n: int) -> int:
+    """Warps of a rows kernel whose rows fill ``block_n`` elements. Measured on the H200
+    (benchmarks/RESULTS.md): 4 warps beat 8 / 16 for rows up to 4096."""
+    return 4 if block_n <= 4096 else (8 if block_n <= 8192 else 16)
+
+
 def tile_2d(rows: int, cols: int, interpreter: bool = False) -> Tuple[int, int]:
     """``(BLOCK_C, BLOCK_R)`` of a 2-d pointwise kernel: up to 128 columns (a warp reads
     256 contiguous bytes of a 16-bit row), rows to fill 4096 elements, so each thread
@@ -254,9 +260,7 @@ class KernelPlan:
             grid = ((layout.numel + block - 1) // block,)
             return SpecializedLaunch(fn, source, layout, grid, {"BLOCK_SIZE": block}, 4)
         block_n = next_pow2(layout.n)
-        # Measured on H200 (benchmarks/RESULTS.md): 4 warps beat 8/16 for rows up to 4096.
-        warps = 4 if block_n <= 4096 else (8 if block_n <= 8192 else 16)
-        warps = int(os.environ.get("TPG_TRITON_ROW_WARPS", warps))
+        warps = int(os.environ.get("TPG_TRITON_ROW_WARPS", row_warps(block_n)))
         rows = layout.numel // max(layout.n, 1) if layout.n else 0
         return SpecializedLaunch(fn, source, layout, (rows,), {"BLOCK_N": block_n}, warps)
 
