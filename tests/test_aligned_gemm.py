@@ -25,6 +25,40 @@ def test_padded_linear_equals_linear_with_eager_layout(bias):
     torch.testing.assert_close(got, want)
 
 
+@pytest.mark.parametrize("n", [45, 50, 44, 17])  # odd, 2 mod 4, 4 mod 8, barely two classes wide
+@pytest.mark.parametrize("rows", [1, 5, 37])
+@pytest.mark.parametrize("bias", [False, True])
+def test_interleaved_linear_writes_eager_layout(n, rows, bias):
+    x, w = torch.randn(rows, 16, dtype=torch.float64), torch.randn(n, 16, dtype=torch.float64)
+    b = torch.randn(n, dtype=torch.float64) if bias else None
+    got = aligned_gemm.interleaved_linear(x, w, b, n)
+    assert got is not None and got.shape == (rows, n) and got.is_contiguous()
+    torch.testing.assert_close(got, F.linear(x, w, b))
+
+
+def test_interleaved_linear_reads_a_padded_weight_and_keeps_leading_dims():
+    x, w = torch.randn(2, 9, 24, dtype=torch.bfloat16), torch.randn(51, 24, dtype=torch.bfloat16)
+    padded = F.pad(w, (0, 0, 0, 5))
+    got = aligned_gemm.interleaved_linear(x, padded, None, 51)
+    assert got.shape == (2, 9, 51)
+    torch.testing.assert_close(got.float(), F.linear(x.float(), w.float()), rtol=2e-2, atol=2e-1)
+
+
+def test_interleaved_linear_declines_what_it_cannot_write_in_place():
+    interleaved = aligned_gemm.interleaved_linear
+    assert interleaved(torch.randn(4, 12), torch.randn(21, 12), None, 21) is None  # K unaligned
+    assert interleaved(torch.randn(4, 16), torch.randn(16, 16), None, 16) is None  # aligned rows
+    assert interleaved(torch.randn(4, 16), torch.randn(13, 16), None, 13) is None  # too narrow
+    assert interleaved(torch.randn(16, 4).t(), torch.randn(21, 16), None, 21) is None  # strided a
+    w = torch.randn(21, 16, requires_grad=True)
+    assert interleaved(torch.randn(4, 16), w, None, 21) is None  # autograd needs the padded way
+    got = padded_linear(torch.randn(4, 16), w)  # which still differentiates
+    got.sum().backward()
+    assert w.grad.shape == w.shape
+    with torch.no_grad():
+        assert interleaved(torch.randn(4, 16), w, None, 21) is not None
+
+
 def _as_cuda(node, dtype="bfloat16"):
     meta = node.meta["tensor_meta"]
     node.meta["tensor_meta"] = TensorMeta(meta.shape, dtype, "cuda:0")
@@ -41,11 +75,12 @@ def _planned_as_cuda(fn, *args):
 
 def test_rewrite_targets_only_large_misaligned_half_linears(monkeypatch):
     monkeypatch.setattr(aligned_gemm, "MIN_ELEMENTS", 1)
-    x, w, w8 = torch.randn(4, 16), torch.randn(13, 16), torch.randn(8, 16)
+    x, w, w8 = torch.randn(4, 12), torch.randn(13, 12), torch.randn(8, 12)
     module = _planned_as_cuda(lambda x, w, w8: (F.linear(x, w), F.linear(x, w8)), x, w, w8)
     rewrite_misaligned_gemms(module)
     targets = [n.target for n in module.graph.nodes if n.op == "call_function"]
-    # 13 outputs: padded (the weight is an input: padded once, by a cache); 8: already aligned
+    # 13 outputs with K = 12: padded (the weight is an input: padded once, by a cache);
+    # 8 outputs: already aligned
     assert targets.count(padded_weight_linear) == 1
     assert sum(isinstance(t, PaddedRowsWeight) for t in targets) == 1
     got = module(x, w, w8)
@@ -54,6 +89,22 @@ def test_rewrite_targets_only_large_misaligned_half_linears(monkeypatch):
     with torch.no_grad():
         w.mul_(-2.0)  # in place: the cached padded copy must follow
     torch.testing.assert_close(module(x, w, w8)[0], F.linear(x, w))
+
+
+def test_rewrite_with_aligned_k_keeps_no_padded_copy(monkeypatch):
+    monkeypatch.setattr(aligned_gemm, "MIN_ELEMENTS", 1)
+    x, w = torch.randn(4, 16), torch.randn(21, 16)
+    module = _planned_as_cuda(lambda x, w: F.linear(x, w), x, w)
+    rewrite_misaligned_gemms(module)
+    targets = [n.target for n in module.graph.nodes if n.op == "call_function"]
+    # interleaved_linear reads the weight in place: no cache of a padded copy
+    assert padded_linear in targets and not any(isinstance(t, PaddedRowsWeight) for t in targets)
+    with torch.no_grad():
+        got = module(x, w)
+        w.mul_(-2.0)
+        again = module(x, w)
+    torch.testing.assert_close(got, -0.5 * again)
+    torch.testing.assert_close(again, F.linear(x, w))
 
 
 def test_training_halves_pad_their_weights_per_call(monkeypatch):

@@ -4,14 +4,17 @@ A linear layer with an odd number of outputs (GPT-2's LM head: 50257) gives cuBL
 leading dimension of 50257 bf16 elements, so it falls back to an alignment-1 kernel: 3.36 ms
 of GPT-2's 4.8 ms call on the H200 (``benchmarks/profile_gpu.py``, benchmarks/RESULTS.md).
 Writing into padded rows through ``out=`` did not help (measured: cuBLAS still saw the odd
-width). Here, as Inductor's ``pad_mm`` does, the weight gets zero rows up to a multiple of 8
-outputs, the product is computed with aligned rows and the first N columns are copied out
-contiguous (row by row: :mod:`.row_copy`): eager's layout, values within bf16 GEMM rounding. A
-weight from the program's state is padded once (:class:`PaddedRowsWeight`, refreshed in place
-when the parameter changes, before a CUDA-graph replay too; Inductor pads it on every call:
-0.034 ms of GPT-2's LM head on the H200); a weight computed in the program is padded per call.
-Only large float16 / bfloat16 CUDA linears that no backend claimed change;
-``TPG_PAD_LINEARS=0`` turns it off.
+width). When K is aligned, :func:`interleaved_linear` writes eager's layout directly: every
+8th row starts at the same alignment, so each such class of rows is one aligned GEMM, and a
+small GEMM fills the few edge columns. Otherwise (and when autograd records the call, which
+``out=`` does not support) as Inductor's ``pad_mm`` does: the weight gets zero rows up to a
+multiple of 8 outputs, the product is computed with aligned rows and the first N columns are
+copied out contiguous (row by row: :mod:`.row_copy`). Either way: eager's layout, values
+within bf16 GEMM rounding. A weight from the program's state is then padded once
+(:class:`PaddedRowsWeight`, refreshed in place when the parameter changes, before a CUDA-graph
+replay too; Inductor pads it on every call: 0.034 ms of GPT-2's LM head on the H200); a weight
+computed in the program is padded per call. Only large float16 / bfloat16 CUDA linears that
+no backend claimed change; ``TPG_PAD_LINEARS=0`` turns it off.
 
 Training adds the same problem on the inputs: the LM head's backward multiplies the (8x512,
 50257) logits gradient by the weight (K = 50257: the gradient's rows are misaligned) and its
@@ -27,6 +30,7 @@ operand transposed so the copy stays coalesced.
 from __future__ import annotations
 
 import logging
+import math
 import operator
 import os
 from typing import Any, Optional, Tuple
@@ -68,16 +72,73 @@ class PaddedRowsWeight(CachedWeight):
 
 def padded_linear(a: Any, weight: Any, bias: Any = None) -> Any:
     """``F.linear(a, weight, bias)`` through a weight padded to :data:`ALIGN` output rows."""
+    out = interleaved_linear(a, weight, bias, weight.shape[0])
+    if out is not None:
+        return out
     return padded_weight_linear(a, _padded_rows(weight), bias, weight.shape[0])
 
 
 def padded_weight_linear(a: Any, padded: Any, bias: Any, n: int) -> Any:
     """``F.linear(a, weight, bias)`` given ``padded``: the (n, K) ``weight`` with zero rows
     appended (:class:`PaddedRowsWeight`)."""
+    out = interleaved_linear(a, padded, bias, n)
+    if out is not None:
+        return out
     F = adapter_for("torch").functional()
     if bias is not None:
         bias = F.pad(bias, (0, padded.shape[0] - n))
     return _first_columns(F.linear(a, padded, bias), n)
+
+
+def interleaved_linear(a: Any, weight: Any, bias: Any, n: int) -> Optional[Any]:
+    """``F.linear(a, weight[:n], bias)`` computed straight into eager's contiguous layout, or
+    None where that does not apply (a differentiated call, K off the alignment, operands
+    cuBLAS would not read in place, fewer than 16 columns).
+
+    Rows of ``n`` elements start at every alignment, but every ``p``-th row (``p = 8 /
+    gcd(n, 8)``) starts at the same one: such a class of rows is a matrix with the aligned row
+    pitch ``p * n`` once its columns start at the next aligned address. One cuBLAS GEMM per
+    class writes it in place (``out=``, leading dimension ``p * n``); the at most 7 columns at
+    each end that a class leaves out come from one small GEMM. GPT-2's LM head (4096 x 768 @
+    50257 x 768, bf16, H200): 0.594 ms, against 0.737 for the padded product and its copy
+    (``benchmarks/lm_head_direct_gpu.py``)."""
+    torch = adapter_for("torch").module
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (a, weight, bias)):
+        return None  # ``out=`` does not record for autograd
+    k = a.shape[-1]
+    flat = a.reshape(-1, k)
+    if (k % ALIGN or n % ALIGN == 0 or n < 2 * ALIGN or flat.stride() != (k, 1) or weight.stride() != (k, 1)
+            or flat.data_ptr() % (2 * ALIGN) or weight.data_ptr() % (2 * ALIGN)
+            or weight.dtype != a.dtype):
+        return None
+    m = flat.shape[0]
+    out = torch.empty((*a.shape[:-1], n), dtype=a.dtype, device=a.device)
+    cells = out.view(-1)
+    period = ALIGN // math.gcd(n, ALIGN)
+    lo, hi = 0, n  # the columns every class covers
+    for first in range(min(period, m)):
+        shift = -first * n % ALIGN
+        width = (n - shift) // ALIGN * ALIGN
+        rows = flat[first::period]
+        dst = cells.as_strided((rows.shape[0], width), (period * n, 1), first * n + shift)
+        _gemm_into(torch, dst, rows, weight[shift:shift + width], bias, shift)
+        lo, hi = max(lo, shift), min(hi, shift + width)
+    edges = torch.cat([weight[:lo], weight[hi:n]])
+    part = torch.empty((m, edges.shape[0]), dtype=a.dtype, device=a.device)
+    edge_bias = None if bias is None else torch.cat([bias[:lo], bias[hi:n]])
+    _gemm_into(torch, part, flat, edges, edge_bias, 0)
+    rows_out = out.view(m, n)
+    rows_out[:, :lo].copy_(part[:, :lo])
+    rows_out[:, hi:].copy_(part[:, lo:])
+    return out
+
+
+def _gemm_into(torch: Any, dst: Any, rows: Any, weight: Any, bias: Any, first_column: int) -> None:
+    """``dst = rows @ weight.T (+ bias[first_column:][:width])`` in place."""
+    if bias is None:
+        torch.mm(rows, weight.t(), out=dst)
+    else:
+        torch.addmm(bias[first_column:first_column + dst.shape[1]], rows, weight.t(), out=dst)
 
 
 def _first_columns(out: Any, n: int) -> Any:
@@ -259,7 +320,9 @@ def rewrite_misaligned_gemms(module: Any, cache_weights: bool = True) -> Any:
         if _misaligned_linear(node):
             args = node.meta["prim_args"]
             weight = args["weight"]
-            if cache_weights and weight.op in ("get_attr", "placeholder"):  # pad state once
+            k = weight.meta["tensor_meta"].shape[-1]
+            # with K aligned, interleaved_linear reads the weight as it is: nothing to cache
+            if cache_weights and k % ALIGN and weight.op in ("get_attr", "placeholder"):
                 with graph.inserting_before(node):
                     padded = graph.call_function(PaddedRowsWeight(), (weight,),
                                                  name=f"{weight.name}_padded")
