@@ -29,7 +29,7 @@ from ...frameworks import adapter_for
 from .codegen_pointwise import KernelSource
 from .kernel_desc import ITEMSIZE, KernelDesc
 from .launcher import SpecializedLaunch
-from .layout import Layout
+from .layout import Layout, next_pow2
 
 #: Programs a split aims for: about two per SM on a 132-SM H200. With the loop pipelined
 #: 3 deep, 64 x 128 tiles over 256 programs read 32768 x 4096 bf16 at the copy bandwidth
@@ -45,10 +45,6 @@ TILE_MULTI_PASS = 4096
 #: Shared memory the pipelined loads of one program may hold (Hopper: 228 KB per SM).
 PIPELINE_BYTES = 64 * 1024
 MAX_STAGES = 3
-
-
-def _next_pow2(n: int) -> int:
-    return 1 << max(0, (int(n) - 1).bit_length())
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -93,13 +89,13 @@ def column_config(num_k: int, n: int, contiguous: bool = False, single_pass: boo
     if forced:
         block_r, block_k, warps = forced[:3]
     else:
-        block_k = min(4 if contiguous else 128, max(1 if contiguous else 16, _next_pow2(num_k)))
+        block_k = min(4 if contiguous else 128, max(1 if contiguous else 16, next_pow2(num_k)))
         if not (single_pass or contiguous):  # no split: narrower blocks give more programs
-            block_k = min(block_k, max(16, _next_pow2(_cdiv(num_k, MIN_PROGRAMS))))
+            block_k = min(block_k, max(16, next_pow2(_cdiv(num_k, MIN_PROGRAMS))))
         tile = TILE if single_pass or contiguous else TILE_MULTI_PASS
         if single_pass and not contiguous:
-            tile = max(block_k, tile * 2 // _next_pow2(max(2, row_bytes)))
-        block_r = max(1, min(_next_pow2(n), tile // block_k))
+            tile = max(block_k, tile * 2 // next_pow2(max(2, row_bytes)))
+        block_r = max(1, min(next_pow2(n), tile // block_k))
         warps = 4
     tiles = _cdiv(n, block_r)
     if not single_pass:

@@ -56,7 +56,8 @@ def compile_for_hopper(desc: KernelDesc, source: KernelSource, layout: Layout,
 def check_plan(plan: Any, in_meta) -> Dict[str, Any]:
     """Compile-check a ``KernelPlan`` for the layout of ``in_meta`` [(shape, stride), ...]."""
     from .columns import config_for
-    from .plan import next_pow2, row_warps, tile_2d
+    from .layout import next_pow2
+    from .plan import row_warps, tile_2d
     if hasattr(plan, "kernel"):  # an IndexedPlan (views / gathers as index arithmetic)
         return check_indexed(plan, in_meta)
     layout = plan.layout_for(in_meta)

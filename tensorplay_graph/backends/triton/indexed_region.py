@@ -23,7 +23,8 @@ from ...ir.meta import contiguous_strides
 from .codegen_indexed import ROW_MAJOR, WALK, IndexedKernel, index_map, out_strides_for
 from .launcher import SpecializedLaunch
 from .layout import Layout
-from .plan import OperandError, interpreting, next_pow2, specialization
+from .layout import next_pow2
+from .plan import OperandError, interpreting, specialization
 
 Shape = Tuple[int, ...]
 

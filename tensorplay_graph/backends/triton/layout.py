@@ -22,6 +22,11 @@ MIN_TILE_COLS = 16
 MAX_TILE_COLS = 65535 * 128
 
 
+def next_pow2(n: int) -> int:
+    """The least power of two >= ``n`` (1 for n <= 1): block sizes cover a layout's extents."""
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
 def broadcast_strides(shape: Sequence[int], stride: Sequence[int], target: Sequence[int]) -> Strides:
     """Strides of a tensor of ``shape``/``stride`` broadcast to ``target`` (0 on broadcast dims)."""
     shape, stride, target = tuple(shape), tuple(stride), tuple(target)

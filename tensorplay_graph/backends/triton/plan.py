@@ -29,7 +29,7 @@ from .codegen_rows import MAX_ROW, render_rows
 from .columns import column_launch, config_for
 from .kernel_desc import KernelDesc
 from .launcher import SpecializedLaunch
-from .layout import Layout, broadcast_strides, make_layout
+from .layout import Layout, broadcast_strides, make_layout, next_pow2
 
 Shape = Tuple[int, ...]
 log = logging.getLogger(__name__)
@@ -91,10 +91,6 @@ def eager_fallback(run: Callable[..., Any], eager: Callable[..., Any], what: str
 def interpreting() -> bool:
     """True when Triton runs in interpreter mode (CPU tests)."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-def next_pow2(n: int) -> int:
-    return 1 << max(0, (int(n) - 1).bit_length())
 
 
 def row_warps(block_n: int) -> int:
