@@ -8,6 +8,7 @@ backend's ``supports`` declines it.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Optional
 
@@ -59,13 +60,33 @@ def pow_triton_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def cpu_gelu_nan_at_inf(dtype: str) -> bool:
+    """Whether this process's torch gives NaN for the erf gelu of +inf on the CPU in ``dtype``.
+
+    Its vectorised kernel computes ``x * 0.5 * (1 + erf(x / sqrt 2))`` through a polynomial
+    that is NaN at +inf, its scalar path (a one-element tensor) gives +inf. Which dtypes take
+    the NaN depends on the build and the CPU (float16 gave +inf on an AVX2 machine, NaN on an
+    AVX-512 one, torch 2.13), so it is measured here once per dtype, not listed.
+    """
+    import torch  # only the torch framework asks, so torch is there
+
+    x = torch.full((64,), math.inf, dtype=getattr(torch, dtype))
+    return bool(torch.nn.functional.gelu(x).isnan().any())
+
+
+def _cpu_gelu_differs_at_inf(args, out: TensorMeta, framework: str) -> bool:
+    return out.device_type == "cpu" and framework == "torch" and \
+        args.get("approximate", "none") == "none" and \
+        out.dtype in ("float16", "bfloat16", "float32", "float64") and \
+        cpu_gelu_nan_at_inf(out.dtype)
+
+
 def gelu_triton_declines(args, out: TensorMeta, framework: str) -> Optional[str]:
-    if out.device_type == "cpu" and out.dtype in ("float32", "bfloat16") and \
-            args.get("approximate", "none") == "none" and framework == "torch":
-        # torch's vectorised CPU kernel gives nan at +inf (inf on CUDA, in its scalar
-        # path and in float16), so no template matches it for every layout and size.
-        return ("torch's float32 / bfloat16 CPU gelu gives NaN at +inf in its vectorised "
-                "path only; the kernel follows CUDA eager (use CUDA tensors, or "
+    if _cpu_gelu_differs_at_inf(args, out, framework):
+        # the kernel follows CUDA eager and torch's scalar path: +inf
+        return (f"torch's {out.dtype} CPU gelu gives NaN at +inf in its vectorised path "
+                "only; the kernel follows CUDA eager (use CUDA tensors, or "
                 "approximate='tanh')")
     return None
 
@@ -75,6 +96,9 @@ def gelu_reference_declines(args, out: TensorMeta, framework: str) -> Optional[s
             framework == "torch":
         return ("torch's float32 gelu kernel gives NaN at +inf and inf near the float32 "
                 "maximum (its vectorised erf); not modelled")
+    if _cpu_gelu_differs_at_inf(args, out, framework):
+        return (f"torch's {out.dtype} CPU gelu gives NaN at +inf in its vectorised path "
+                "only; not modelled")
     return None
 
 
