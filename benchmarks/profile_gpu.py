@@ -92,7 +92,7 @@ def profile_calls(name, mode, fn, args, calls=3, host_ops=0):
     events.sort(key=lambda e: -e.self_device_time_total)
     total = sum(e.self_device_time_total for e in events) / calls / 1e3
     print(json.dumps({"model": name, "mode": mode, "gpu_busy_ms": round(total, 3)}))
-    for e in events[:22]:
+    for e in events[:40]:
         print(json.dumps({"ms": round(e.self_device_time_total / calls / 1e3, 4), "n": e.count // calls,
                           "kernel": e.key[:110]}))
     if host_ops:
