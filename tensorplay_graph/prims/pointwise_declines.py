@@ -12,6 +12,7 @@ import functools
 import math
 from typing import Any, Optional
 
+from ..frameworks import adapter_for
 from ..ir.meta import TensorMeta
 from .rules import HALF_FLOATS, is_scalar
 
@@ -69,10 +70,9 @@ def cpu_gelu_nan_at_inf(dtype: str) -> bool:
     the NaN depends on the build and the CPU (float16 gave +inf on an AVX2 machine, NaN on an
     AVX-512 one, torch 2.13), so it is measured here once per dtype, not listed.
     """
-    import torch  # only the torch framework asks, so torch is there
-
-    x = torch.full((64,), math.inf, dtype=getattr(torch, dtype))
-    return bool(torch.nn.functional.gelu(x).isnan().any())
+    torch = adapter_for("torch")  # only the torch framework asks, so torch is there
+    x = torch.module.full((64,), math.inf, dtype=getattr(torch.module, dtype))
+    return bool(torch.functional().gelu(x).isnan().any())
 
 
 def _cpu_gelu_differs_at_inf(args, out: TensorMeta, framework: str) -> bool:
