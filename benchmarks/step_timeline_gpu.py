@@ -82,7 +82,7 @@ def _analyse(events, top=8):
     return rows[len(rows) // 2] if rows else {}
 
 
-def _top_kernels(events, top=30):
+def _top_kernels(events, top=60):
     totals = {}
     for e in events:
         if e.get("cat") == "kernel":

@@ -176,6 +176,26 @@ def test_retain_graph_behaves_as_in_eager():
         out.backward()  # the saved tensors were freed, as in eager
 
 
+def test_gradients_that_share_a_buffer_accumulate_apart():
+    # The backward of ``x.unsqueeze(0) + y`` returns one buffer for y and a view of it for x;
+    # AOTAutograd hands both to AccumulateGrad, which moved them into .grad uncopied, and the
+    # second backward of a retained graph added into both twice (torch.compile's own default
+    # backend gives 3x too; eager 2x).
+    def program(x, y):
+        return x.unsqueeze(0) + y
+
+    weights = torch.arange(24.0).reshape(1, 8, 3)
+    found = []
+    for fn in (program, torch.compile(program, backend="tensorplay_graph",
+                                      options={"backends": ["reference"]})):
+        torch.manual_seed(0)
+        x, y = torch.randn(8, 3, requires_grad=True), torch.randn(1, 8, 3, requires_grad=True)
+        loss = (fn(x, y) * weights).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        found.append((x.grad, y.grad))
+    assert_grads_equal(found[1], found[0])
+
 def test_no_grad_takes_the_inference_path():
     model = mlp()
     fn = lambda x: model(x).sum()  # noqa: E731

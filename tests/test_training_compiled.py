@@ -223,3 +223,24 @@ def test_training_mode_dropout_draws_as_eager_and_trains_compiled():
             _close(got[name], want[name], f"grad {name}")
     assert "compiled through our joint graph" in compiled.explain()
     assert "largest saved: " in compiled.explain()
+
+
+@pytest.mark.parametrize("fw", _frameworks())
+def test_gradients_that_share_a_buffer_accumulate_apart(fw):
+    # Fuzz seed 99860063: the backward of ``x.unsqueeze(0) + y`` is one buffer for y and a view
+    # of it for x; handed over as they were, torch's AccumulateGrad moved both into .grad
+    # uncopied, and the second backward of a retained graph added into both twice (3x).
+    def program(x, y):
+        return x.unsqueeze(0) + y
+
+    rng = np.random.default_rng(0)
+    grads = {}
+    for name, fn in (("eager", program), ("compiled", tpg.compile(program, options=OPTIONS))):
+        x = fw.from_numpy(rng.standard_normal((8, 3)).astype(np.float32)).requires_grad_(True)
+        y = fw.from_numpy(rng.standard_normal((1, 8, 3)).astype(np.float32)).requires_grad_(True)
+        loss = (fn(x, y) * fw.from_numpy(np.arange(24, dtype=np.float32).reshape(1, 8, 3))).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        grads[name] = (x.grad, y.grad)
+    for want, got, what in zip(grads["eager"], grads["compiled"], ("x.grad", "y.grad")):
+        _close(got, want, what)

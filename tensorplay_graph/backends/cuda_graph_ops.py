@@ -7,6 +7,7 @@ storage use counts the output contract relies on. Tests substitute a CPU stand-i
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, Callable, Dict, Iterator, Sequence, Tuple
 
 from ..frameworks import adapter_for
@@ -15,6 +16,11 @@ from .cuda_graph_policy import is_cuda_tensor
 
 def _torch() -> Any:
     return adapter_for("torch").module
+
+
+@functools.lru_cache(maxsize=None)
+def _use_count() -> Callable[[int], int]:
+    return _torch()._C._storage_Use_Count  # called for every watched output of every replay
 
 
 _SIDE_STREAMS: Dict[int, Any] = {}
@@ -120,5 +126,4 @@ class TorchGraphs:
     @staticmethod
     def storage_uses(tensor: Any) -> int:
         """How many tensors (views included) share ``tensor``'s storage."""
-        torch = _torch()
-        return torch._C._storage_Use_Count(tensor.untyped_storage()._cdata)
+        return _use_count()(tensor.untyped_storage()._cdata)

@@ -109,6 +109,12 @@ class CudaGraphRunner:
         self._spec: Any = None
         self._baseline: List[Tuple[int, int]] = []
         self._copy_out: set = set()  # output positions handed out as copies
+        # Per replay, decided at capture (the host work before each replay is on the step's
+        # critical path: a GPT-2 training step checks about 250 outputs): the outputs whose
+        # liveness is watched, and how each output is handed out.
+        self._watched: List[Any] = []
+        self._watched_at: List[int] = []  # their output positions
+        self._handout: List[int] = []  # _AS_IS, _ALIAS or _COPY per output
         self._rewarmed = False
         #: why the last capture failed: {"text", "node", "kernels", "error", "final"}
         self.capture_failure: Optional[Dict[str, Any]] = None
@@ -151,7 +157,7 @@ class CudaGraphRunner:
             # on, which hands out copies of the outputs the caller keeps (a training loop's
             # ``loss`` from the last step) and its own buffers for the rest.
             self._copy_out |= held
-            self._graph, self._outs = None, []
+            self._drop_graph()
             hints.info("cuda graphs: the caller still holds %d of the previous call's outputs; "
                        "capturing again and copying those out of the graph's pool from now on "
                        "(drop the previous result before calling again to avoid the copy)",
@@ -242,7 +248,11 @@ class CudaGraphRunner:
         if pool is not None:
             pool.join(self)
             self.state += f", memory pool shared across the {pool.name}"
-        self._baseline = [self._uses(i) for i in range(len(self._outs))]
+        self._watched_at = [i for i, v in enumerate(self._outs)
+                            if i not in self._copy_out and self.ops.is_tensor(v)]
+        self._watched = [self._outs[i] for i in self._watched_at]
+        self._handout = [_handout(self.ops, v, i in self._copy_out) for i, v in enumerate(self._outs)]
+        self._baseline = self._counts()
         log.info("cuda graphs: captured (%d input(s) read in place, %d copied in per call)",
                  len(static), len(private))
         for slot, buffer in private:
@@ -266,7 +276,7 @@ class CudaGraphRunner:
                    "again in a private pool (drop them before the next call -- "
                    "zero_grad(set_to_none=True) before the forward -- to keep sharing)",
                    self._pool.name)
-        self._graph, self._outs = None, []
+        self._drop_graph()
         return self._capture(args, [slot for slot, _ in self._private])
 
     def _off(self, args: tuple, why: str, warn: bool = False) -> Any:
@@ -274,7 +284,7 @@ class CudaGraphRunner:
             self._pool.leave(self)
             self._pool = None
         self.state = f"off: {why}"
-        self._graph, self._outs = None, []
+        self._drop_graph()
         (log.warning if warn else log.info)("cuda graphs %s; running without them", self.state)
         return self.fn(*args)
 
@@ -283,25 +293,23 @@ class CudaGraphRunner:
         return any(self.ops.is_tensor(v) and v.untyped_storage().data_ptr() in storages
                    for v in leaves)
 
+    def _drop_graph(self) -> None:
+        self._graph, self._outs, self._watched, self._watched_at = None, [], [], []
+        self._baseline, self._handout = [], []
+
     # -- outputs ---------------------------------------------------------------------------
-    def _uses(self, i: int) -> Tuple[int, int]:
-        leaf = self._outs[i]
-        if not self.ops.is_tensor(leaf):
-            return (0, 0)
-        return sys.getrefcount(leaf), self.ops.storage_uses(leaf)
+    def _counts(self) -> List[Tuple[int, int]]:
+        """Per watched output: the references to its tensor object (the runner's two plus
+        the loop's) and to its storage; one expression for the baseline and every check."""
+        uses = self.ops.storage_uses
+        return [(sys.getrefcount(leaf), uses(leaf)) for leaf in self._watched]
 
     def _held_outputs(self) -> set:
         """Positions of the graph's output buffers that a tensor (or view) handed out by the
-        last replay still references (outputs handed out as copies never count)."""
-        held = set()
-        for i in range(len(self._outs)):  # none without a graph
-            if i in self._copy_out:  # the caller only ever got copies of it
-                continue
-            refs, uses = self._baseline[i]
-            now_refs, now_uses = self._uses(i)
-            if now_refs > refs or now_uses > uses:
-                held.add(i)
-        return held
+        last replay still references (outputs handed out as copies are not watched)."""
+        return {i for i, (refs, uses), (now_refs, now_uses)
+                in zip(self._watched_at, self._baseline, self._counts())
+                if now_refs > refs or now_uses > uses}
 
     def outputs_free(self) -> bool:
         """No tensor (or view) handed out by the last replay is still referenced elsewhere."""
@@ -315,12 +323,25 @@ class CudaGraphRunner:
         return value.detach()
 
     def _result(self) -> Any:
-        copy = self._copy_out
-        leaves = [v.clone() if i in copy and self.ops.is_tensor(v) else self._alias(v)
-                  for i, v in enumerate(self._outs)]
+        leaves = [v if how == _AS_IS else v.detach() if how == _ALIAS else v.clone()
+                  for v, how in zip(self._outs, self._handout)]
         # an output returned twice is one tensor twice, as in eager
         leaves = [leaves[j] for j in self._same]
         return _rebuild(self._spec, iter(leaves))
+
+
+_AS_IS, _ALIAS, _COPY = range(3)
+
+
+def _handout(ops: Any, value: Any, copy: bool) -> int:
+    """How a replay hands out the graph's output ``value``: as is (not a tensor, or a tensor
+    taking part in autograd, where a detached alias would change it), a copy (an output the
+    caller kept last time), else a new tensor object on its memory."""
+    if not ops.is_tensor(value):
+        return _AS_IS
+    if copy:
+        return _COPY
+    return _AS_IS if value.requires_grad else _ALIAS
 
 
 def _where(tensor: Any) -> Tuple[int, Any]:

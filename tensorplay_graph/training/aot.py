@@ -102,7 +102,8 @@ def aot_backend(fx_gm: Any, example_inputs: Sequence[Any], backends: Any,
 
     def compiler(kind: str) -> Callable[..., Any]:
         def compile_half(aten_gm: Any, inputs: Sequence[Any]) -> Any:
-            return make_boxed_func(_lower_half(program, kind, aten_gm, inputs, backends, options))
+            runner = _lower_half(program, kind, aten_gm, inputs, backends, options)
+            return make_boxed_func(_unshared(runner) if kind == "backward" else runner)
         return compile_half
 
     compile_aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
@@ -137,6 +138,21 @@ def _lower_half(program: TrainingProgram, kind: str, aten_gm: Any, inputs: Seque
     runner = build_runner(gm, inputs, backends=backends, options=options)
     program.attach(kind, runner, gm)
     return runner
+
+
+def _unshared(backward: Callable[..., Any]) -> Callable[..., Any]:
+    """``backward`` whose gradients never share storage with each other or with its inputs
+    (:func:`~.step.unshare_gradients`; AOTAutograd hands them to ``AccumulateGrad`` as
+    they are, and torch.compile's own backend gives ``x.unsqueeze(0) + y`` a 3x gradient
+    after two backward passes of a retained graph, where eager gives 2x)."""
+    from .step import unshare_gradients
+
+    def run(*args: Any) -> Any:
+        out = backward(*args)
+        grads = list(out)
+        unshare_gradients(grads, [a for a in args if is_tensor(a)])
+        return type(out)(grads) if isinstance(out, tuple) else grads
+    return run
 
 
 def _keep_saved_buffers() -> None:

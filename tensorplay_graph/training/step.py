@@ -22,7 +22,7 @@ from ..frameworks import adapter_for, is_tensor
 from ..ir.node import map_aggregate
 from .opaque import Slot
 from .report import TrainingProgram
-from ..ir.graph_module import get_attr_path
+from ..ir.graph_module import attr_reader
 
 logger = logging.getLogger("tensorplay_graph.compile")
 
@@ -121,11 +121,12 @@ def _forward(ctx: Any, program: "CompiledTraining", *inputs: Any) -> Any:
     primals = program.saved_primals
     saved = [inputs[primals[i]] if i in primals else next(produced)
              for i in range(program.saved_count)]
-    tensors = [s for s in saved if is_tensor(s)]
+    layout = program.saved_layout(saved)
+    tensors = [s for s, tensor in zip(saved, layout) if tensor]
     ctx.program = program
     ctx.set_materialize_grads(False)  # None: an output the loss did not use (see _backward)
-    ctx.layout = [is_tensor(s) for s in saved]
-    ctx.others = [s for s in saved if not is_tensor(s)]
+    ctx.layout = layout
+    ctx.others = [s for s, tensor in zip(saved, layout) if not tensor]
     ctx.save_for_backward(*tensors)
     if tensors and ctx.others:
         program.track(ctx)
@@ -137,7 +138,8 @@ def _forward(ctx: Any, program: "CompiledTraining", *inputs: Any) -> Any:
 
 def _backward(ctx: Any, *grads: Any) -> Any:
     program: CompiledTraining = ctx.program
-    tensors, others = iter(ctx.saved_tensors), iter(ctx.others)
+    saved_tensors = ctx.saved_tensors
+    tensors, others = iter(saved_tensors), iter(ctx.others)
     saved = [next(tensors) if is_tensor_slot else next(others) for is_tensor_slot in ctx.layout]
     live = sum(1 << i for i in program.joint.differentiable if grads[i] is not None)
     backward, kept = program.backward_for(live)
@@ -153,7 +155,32 @@ def _backward(ctx: Any, *grads: Any) -> Any:
         value = None if grad is None else next(found)
         # eager leaves .grad None for an input whose outputs all went unused
         out.append(value if reach & live else None)
+    if program.joint.framework == "torch":
+        unshare_gradients(out, saved_tensors)
     return tuple(out)
+
+
+def unshare_gradients(grads: List[Optional[Any]], saved_tensors: Sequence[Any]) -> None:
+    """Clone, in place in ``grads`` (torch tensors or None), each gradient whose storage a
+    saved tensor or an earlier gradient holds. torch's ``AccumulateGrad`` moves a gradient into ``.grad`` uncopied when
+    no other tensor object refers to it, and a view is its own object: two parameters'
+    ``.grad`` would share memory (the gradients of ``x.unsqueeze(0) + y`` are one buffer and
+    its view), so the next accumulation into one adds into the other too, and a ``.grad``
+    aliasing a saved tensor would change what a retained graph's next backward reads.
+    Eager's gradients never share storage like that."""
+    taken = {_storage(t) for t in saved_tensors}
+    for i, grad in enumerate(grads):
+        if grad is None:
+            continue
+        key = _storage(grad)
+        if key in taken:
+            grads[i] = grad.clone()
+        else:
+            taken.add(key)
+
+
+def _storage(tensor: Any) -> int:
+    return tensor.untyped_storage().data_ptr()
 
 
 class CompiledTraining:
@@ -185,6 +212,14 @@ class CompiledTraining:
         self.marks_outputs = joint.framework == "torch"
         self._fixed = [i for i in range(len(joint.outputs)) if i not in self.differentiable]
         self.reaches = _reaches(joint)
+        self._params = [attr_reader(captured, name) for name in joint.params]
+        self._saved_layout: Optional[List[bool]] = None
+
+    def saved_layout(self, saved: Sequence[Any]) -> List[bool]:
+        """Which saved values are tensors: fixed by the program, found on its first call."""
+        if self._saved_layout is None:
+            self._saved_layout = [is_tensor(s) for s in saved]
+        return self._saved_layout
 
     def backward_for(self, live: int) -> Tuple[Any, List[int]]:
         """The backward runner for the outputs in bit mask ``live`` (those the loss used)
@@ -238,7 +273,7 @@ class CompiledTraining:
     def __call__(self, *args: Any) -> Any:
         if self._contexts:
             self.release_spent_tapes()
-        params = [get_attr_path(self.captured, name) for name in self.joint.params]
+        params = [read() for read in self._params]
         outs = self._function.apply(self, *args, *params)
         if not isinstance(outs, (tuple, list)):
             outs = (outs,)
