@@ -26,7 +26,8 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from fuzz_check import Outcome, _differ, _first, compare, to_numpy as _np
-from fuzz_condition import MAX_ULPS, TRIES, _perturb_inputs, distance, motion_covers
+from fuzz_condition import (MAX_ULPS, TRIES, _perturb_inputs, _perturb_literals, distance,
+                            motion_covers)
 from fuzz_gen import FLOATS, dtype_name
 from fuzz_program import Program, build_function, framework_modules
 from grad_gen import grad_ops, make_grad_input, replay_grad, requires_grad
@@ -100,7 +101,7 @@ class Harness:
     inputs as parameters; ``run`` calls it on fresh inputs and runs the backward."""
 
     def __init__(self, program: Program, entry: str = "reference") -> None:
-        self.program, self.fw = program, program.framework
+        self.program, self.fw, self.entry = program, program.framework, entry
         #: torch.compile's AOTAutograd gives an input reached only through outputs the loss
         #: left out a zero gradient where eager leaves None (torch's own aot_eager does the
         #: same): through that entry point every output is in the loss
@@ -322,52 +323,63 @@ def _no_grad_call(h: Harness, compiled: Callable[..., Any], want: "Call", levels
 def _unless_unstable(h: Harness, want: "Call", levels: Levels, why: str,
                      got: Optional["Call"] = None) -> Outcome:
     """The mismatch, unless eager's own results change between two runs, or (``got``'s
-    gradients alone differ) eager's gradients move as far under input rounding."""
+    mismatch) eager moves as far under the rounding of its inputs and literals."""
     for _ in range(2):
         again = h.run(h.target)
         unstable = _differs(want, again, levels)
         if unstable:
             return Outcome("skip", f"eager is not deterministic: two eager runs differ: {unstable}")
-    ill = _grads_ill_conditioned(h, want, got, levels) if got is not None else None
+    ill = _ill_conditioned(h, want, got, levels) if got is not None else None
     return Outcome("skip", ill) if ill else Outcome("mismatch", why)
 
 
-def _grads_ill_conditioned(h: Harness, want: "Call", got: "Call", levels: Levels
-                           ) -> Optional[str]:
-    """Why ``got``'s gradient mismatch is eager's own sensitivity, or None: as
-    ``fuzz_condition.ill_conditioned`` for outputs -- eager autograd is run again on float32
-    inputs moved by a few ulps, and at EVERY gradient element that differs eager itself
-    moved at least as far (``layer_norm(x / x)``: eager's gradient is rounding residue
-    amplified by 1 / sqrt(eps), ours exact zeros; torch seed 71000287)."""
-    if any(compare(w, _plain(g, w), lv, levels.lowp)
-           for w, g, lv in zip(want.outs, got.outs, levels.outputs)):
-        return None  # the forward differs too: not a question of the backward's rounding
-    bad = {}
+def _ill_conditioned(h: Harness, want: "Call", got: "Call", levels: Levels) -> Optional[str]:
+    """Why ``got``'s mismatch (outputs, gradients) is eager's own sensitivity, or None: as
+    ``fuzz_condition.ill_conditioned`` -- eager autograd is run again with its float32
+    inputs and the program's float literals moved by a few ulps, and at EVERY output and
+    gradient element that differs eager itself moved at least as far (``layer_norm(x / x)``:
+    eager's gradient is rounding residue amplified by 1 / sqrt(eps), ours exact zeros; torch
+    seed 71000287. ``layer_norm(x + 70000.0)``: float32 keeps x to 1/128, and eager's mean is
+    as far from the exact one as ours; seed 99860152)."""
+    if not isinstance(got.outs, tuple) or len(got.outs) != len(want.outs) or any(
+            compare(w, got.args[n], levels.inputs[n], levels.lowp) for n, w in want.args.items()):
+        return None
+    rows = []  # (label, the value in a call, the elements that differ)
+    for k, (w, g, lv) in enumerate(zip(want.outs, got.outs, levels.outputs)):
+        reason, mask = _differ(w, _plain(g, w), lv, levels.lowp)
+        if reason is not None:
+            if mask is None:
+                return None  # a dtype / shape difference is no rounding
+            rows.append((f"output {k}", lambda c, k=k: c.outs[k], mask))
     for name, w in want.grads.items():
         g = got.grads.get(name)
         if w is None or g is None:
+            if (w is None) != (g is None):
+                return None
             continue
         reason, mask = _differ(w, g, levels.grads, levels.lowp)
         if reason is not None:
             if mask is None:
-                return None  # a dtype / shape difference is no rounding
-            bad[name] = mask
-    if not bad:
+                return None
+            rows.append((f"{name}.grad", lambda c, n=name: c.grads[n], mask))
+    if not rows:
         return None
     rng = np.random.default_rng(0)
-    moved = {n: np.zeros(np.shape(_np(want.grads[n])), np.float64) for n in bad}
+    moved = [np.zeros(np.shape(_np(value(want))), np.float64) for _, value, _ in rows]
     for _ in range(TRIES):
         try:
-            again = h.run(h.target, perturb=lambda args: _perturb_inputs(args, rng, _np))
+            variant = Harness(_perturb_literals(h.program, rng), h.entry)
+            again = variant.run(variant.target,
+                                perturb=lambda args: _perturb_inputs(args, rng, _np))
         except Exception:  # noqa: BLE001 - eager rejects a perturbed input: no verdict
             return None
-        for n in bad:
-            if again.grads.get(n) is None:
+        for i, (_, value, _) in enumerate(rows):
+            if value(again) is None or np.shape(_np(value(again))) != moved[i].shape:
                 return None
-            moved[n] = np.maximum(moved[n], distance(_np(want.grads[n]), _np(again.grads[n])))
-    worst = motion_covers([(f"{n}.grad", _np(want.grads[n]), _np(got.grads[n]), moved[n], mask)
-                           for n, mask in bad.items()])
+            moved[i] = np.maximum(moved[i], distance(_np(value(want)), _np(value(again))))
+    worst = motion_covers([(label, _np(value(want)), _np(value(got)), moved[i], mask)
+                           for i, (label, value, mask) in enumerate(rows)])
     if worst is None:
         return None
-    return (f"ill-conditioned: inputs moved by <= {MAX_ULPS} ulps move eager's gradients as far "
-            f"as the compiled ones are from them ({'; '.join(worst)})")
+    return (f"ill-conditioned: inputs and literals moved by <= {MAX_ULPS} ulps move eager as "
+            f"far as the compiled results are from it ({'; '.join(worst)})")
