@@ -19,6 +19,7 @@ import random
 import warnings
 from typing import Any, Dict, List, Optional
 
+from fuzz_avoid import statistics_of_offset_rows
 from fuzz_gen import FLOATS, Generator, replay
 from fuzz_program import InputSpec, Program, build_function, framework_modules
 
@@ -154,7 +155,9 @@ class GradGenerator(Generator):
     def op_norm(self) -> bool:
         """``layer_norm``, with a weight and a bias added in most programs."""
         a = self.pick(lambda v: len(v.shape) >= 1 and v.dtype in FLOATS and self.reducible(v))
-        if a is None:
+        if a is None or statistics_of_offset_rows(self.env[a].value):
+            # rows like ``x + 70000.0``: float32 statistics decided by rounding on both sides
+            # (seeds 99860152, 99850209), as the output generator avoids them (seed 83000950)
             return False
         n = self.env[a].shape[-1]
         x, weight, tail = "{0}", "{1}", ""
