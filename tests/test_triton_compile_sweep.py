@@ -66,9 +66,9 @@ def test_llama_inference_at_an_odd_length_compiles_for_hopper():
 def test_the_sweep_reports_the_h200_masked_scalar_load(monkeypatch):
     """The compile error the H200 found in GPT-2 training (a 0-d operand loaded under a block
     mask; the interpreter accepts it) is reported, with the region that launched it."""
-    load = codegen_indexed.load_expr
-    monkeypatch.setattr(codegen_indexed, "load_expr",
-                        lambda arg, dtype, offset, mask: load(arg, dtype, offset, mask or "mask"))
+    operand = codegen_indexed.operand_expr
+    monkeypatch.setattr(codegen_indexed, "operand_expr",
+                        lambda arg, offset, mask: operand(arg, offset, mask or "mask"))
     halves = [h for h in _gpt2_training_halves() if h[0] == "backward"]
     sweep = _sweep(halves)
     assert sweep.failures, "a masked load through a scalar pointer must fail Triton's compile"

@@ -35,6 +35,10 @@ from typing import Any, Optional, Tuple
 FLOATING_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64"})
 INTEGER_DTYPES = frozenset({"uint8", "int8", "int16", "int32", "int64"})
 ALL_DTYPES = FLOATING_DTYPES | INTEGER_DTYPES | {"bool", "complex64", "complex128"}
+#: Node meta key: the value is an arange constant, element k holding k at offset k from its
+#: data pointer (``training.functional``'s class indices, and a reshape of them); generated
+#: kernels compute it from the index instead of reading it.
+IOTA = "iota"
 
 
 #: bytes per element of each dtype name

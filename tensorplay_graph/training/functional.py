@@ -24,7 +24,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..ir.meta import TensorMeta, tensor_meta_of
+from ..ir.meta import IOTA, TensorMeta, tensor_meta_of
 from ..ir.node import Node
 from ..prims.losses import plain_reduction, reduce_rows
 from .attention import ATTENTION, attention_vjp, rewrite_attention
@@ -121,6 +121,7 @@ def _cross_entropy(jgm: Any, node: Node) -> None:
     with graph.inserting_before(node):
         iota = graph.get_attr(name)
         iota.meta["tensor_meta"] = TensorMeta((xm.shape[1],), "int32", xm.device)
+        iota.meta[IOTA] = True  # kernels compute it from the index instead of reading it
         e = Emitter(graph, "torch")
         rows = _rows(xm.shape[0], xm.shape[1])
         flat = len(rows) == 2
@@ -137,6 +138,7 @@ def _cross_entropy(jgm: Any, node: Node) -> None:
             return view if source is None else e.cast(view, xm.dtype)
 
         xr, column = logits(), iota if flat else e.reshape(iota, rows[1:])
+        column.meta[IOTA] = True  # a reshape of the contiguous arange: still k at offset k
         peak = _reduce(e, "amax", xr, stop=True)
         # a cast of its own for the second pass too: a cast both passes read is written out
         lse = e.add(e.log(_reduce(e, "sum", e.exp(e.sub(logits(), peak)))), peak)

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-from .codegen_common import (INDENT, _neutral, combine_function_lines, header, load_expr,
+from .codegen_common import (INDENT, _neutral, combine_function_lines, header, operand_expr,
                              signature_lines, store_line)
 from .codegen_pointwise import KernelSource, _coords, _param_text, operand_names
 from .kernel_desc import TL_DTYPES, KernelDesc
@@ -181,7 +181,7 @@ def _render(desc: KernelDesc, layout: Layout, passes: Passes, split: bool) -> Ke
     offsets = [_offset(n, i, layout) for i, n in enumerate(names)]
     for i, arg in enumerate(desc.inputs):
         if arg.per_row:
-            lines.append(f"{INDENT}{arg.name} = {load_expr(arg.name, arg.dtype, offsets[i], 'kmask')}")
+            lines.append(f"{INDENT}{arg.name} = {operand_expr(arg, offsets[i], 'kmask')}")
     lines += [f"{INDENT}{s.var} = {s.expr}" for s in desc.stmts
               if s.reduce is None and passes.kind[s.var] == CONST]
     reduces = [s for s in desc.stmts if s.reduce is not None]
@@ -236,7 +236,7 @@ def _loop(desc: KernelDesc, layout: Layout, passes: Passes, loop: int, offsets: 
     for i, arg in enumerate(desc.inputs):
         if not arg.per_row:
             offset = f"{offsets[i]} + {_col_offset(arg.name, i, layout)}"
-            lines.append(f"{body}{arg.name} = {load_expr(arg.name, arg.dtype, offset, 'mask')}")
+            lines.append(f"{body}{arg.name} = {operand_expr(arg, offset, 'mask')}")
     for s in desc.stmts:
         if s.reduce is None and passes.kind[s.var] == ELEM and passes.level[s.var] <= loop:
             lines.append(f"{body}{s.var} = {s.expr}")

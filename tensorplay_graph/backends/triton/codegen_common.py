@@ -6,7 +6,8 @@ import re
 from typing import Dict, List, Optional
 
 from ...prims.pointwise_lowerings import bf16_load_triton, bf16_triton
-from .kernel_desc import ITEMSIZE, REDUCTIONS, TL_DTYPES, KernelDesc, Stmt, compute_dtype
+from .kernel_desc import (ITEMSIZE, REDUCTIONS, TL_DTYPES, KernelDesc, Stmt, TensorArg,
+                          compute_dtype)
 
 INDENT = "    "
 
@@ -30,6 +31,16 @@ def header(desc: KernelDesc, layout_text: str) -> List[str]:
         "",
     ]
     return lines
+
+
+def operand_expr(arg: TensorArg, offset: str, mask: Optional[str]) -> str:
+    """The value of input ``arg`` at ``offset``: its load, or, for an arange constant
+    (``arg.iota``), the offset itself. GPT-2's cross entropy compared an int32 class index
+    read per logit (4 bytes more per 2-byte logit) with each row's target."""
+    if arg.iota:
+        value = f"tl.where({mask}, {offset}, 0)" if mask else f"({offset})"
+        return f"{value}.to({TL_DTYPES[compute_dtype(arg.dtype)]})"
+    return load_expr(arg.name, arg.dtype, offset, mask)
 
 
 def load_expr(name: str, dtype: str, offset: str, mask: str) -> str:

@@ -26,10 +26,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ...ir.meta import contiguous_strides
 from ...prims.lowering import IndexMap
-from .codegen_common import INDENT, load_expr, signature_lines, stmt_lines, store_line
+from .codegen_common import INDENT, operand_expr, signature_lines, stmt_lines, store_line
 from .codegen_pointwise import KernelSource
 from .codegen_reduction import Emitter
-from .kernel_desc import TL_DTYPES, check_ident, compute_dtype
+from .kernel_desc import TL_DTYPES, TensorArg, check_ident, compute_dtype, is_iota
 
 Shape = Tuple[int, ...]
 
@@ -222,7 +222,8 @@ class IndexedKernel:
             # only by the scalar piece selections on its path (a cat's unselected piece).
             mask = " & ".join(p for p in mask.split(" & ") if not self._is_block(p))
         var = self.namer(f"{node.name}_v")
-        self.em.emit(var, load_expr(arg, tm.dtype, offset, mask), compute_dtype(tm.dtype), "")
+        value = operand_expr(TensorArg(arg, tm.dtype, iota=is_iota(node)), offset, mask)
+        self.em.emit(var, value, compute_dtype(tm.dtype), "")
         return var
 
     # ------------------------------------------------------------------ source

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Tuple
 
-from .codegen_common import INDENT, header, load_expr, signature_lines, stmt_lines, store_line
+from .codegen_common import INDENT, header, operand_expr, signature_lines, stmt_lines, store_line
 from .kernel_desc import KernelDesc
 from .layout import Layout
 
@@ -82,7 +82,7 @@ def render_pointwise(desc: KernelDesc, layout: Layout) -> KernelSource:
         lines += _coords(ndim, "offs", "i")
     offsets = ["offs" if linear[i] else strided_offset(n, ndim, "i") for i, n in enumerate(names)]
     for i, arg in enumerate(desc.inputs):
-        lines.append(f"{INDENT}{arg.name} = {load_expr(arg.name, arg.dtype, offsets[i], 'mask')}")
+        lines.append(f"{INDENT}{arg.name} = {operand_expr(arg, offsets[i], 'mask')}")
     lines += stmt_lines(desc.stmts, "mask")
     base = len(desc.inputs)
     for j, out in enumerate(desc.outputs):
@@ -135,7 +135,7 @@ def render_tiled(desc: KernelDesc, layout: Layout) -> KernelSource:
     offsets = [_tile_offset(kind, name, ndim) for kind, name in zip(kinds, names)]
     for i, arg in enumerate(desc.inputs):
         lines.append(f"{INDENT}{arg.name} = "
-                     f"{load_expr(arg.name, arg.dtype, offsets[i], _TILE_MASKS[kinds[i]])}")
+                     f"{operand_expr(arg, offsets[i], _TILE_MASKS[kinds[i]])}")
     lines += stmt_lines(desc.stmts, "mask")
     base = len(desc.inputs)
     for j, out in enumerate(desc.outputs):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import List
 
-from .codegen_common import (INDENT, combine_function_lines, header, load_expr, signature_lines,
+from .codegen_common import (INDENT, combine_function_lines, header, operand_expr, signature_lines,
                              stmt_lines, store_line)
 from .codegen_pointwise import KernelSource, _coords, _param_text, operand_names, strided_offset
 from .kernel_desc import KernelDesc
@@ -68,7 +68,7 @@ def render_rows(desc: KernelDesc, layout: Layout) -> KernelSource:
     # Inductor to 0.99x); a per-row result computed from it stays a scalar.
     loads = {}
     for i, arg in enumerate(desc.inputs):
-        line = f"{INDENT}{arg.name} = " + load_expr(arg.name, arg.dtype, offsets[i],
+        line = f"{INDENT}{arg.name} = " + operand_expr(arg, offsets[i],
                                                     None if arg.per_row else mask)
         if arg.per_row:
             lines.append(line)

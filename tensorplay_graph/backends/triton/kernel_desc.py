@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
 from ...errors import LoweringError
+from ...ir.meta import IOTA
 
 TL_DTYPES = {
     "float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32",
@@ -71,6 +72,14 @@ class TensorArg:
     dtype: str
     #: in a rows kernel: constant along the row, loaded once per row (a scalar, not a block)
     per_row: bool = False
+    #: an arange constant (element k holds k, :func:`is_iota`): its value is the offset the
+    #: kernel computes for it, never read from memory
+    iota: bool = False
+
+
+def is_iota(node: object) -> bool:
+    """Whether ``node``'s value holds k at element offset k from its data pointer."""
+    return bool(getattr(node, "meta", {}).get(IOTA))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from .codegen_reduction import Emitter, RowOps, emit_rule
 from ...prims.pointwise_lowerings import HALF_FLOATS, round16_triton
 from ...prims.rules import scalar_kept_in_opmath
 from .grouping import Group, group_nodes, row_dims  # noqa: F401 - re-exported
-from .kernel_desc import TL_DTYPES, KernelDesc, OutputArg, TensorArg, compute_dtype, literal
+from .kernel_desc import (TL_DTYPES, KernelDesc, OutputArg, TensorArg, compute_dtype, is_iota,
+                          literal)
 from .plan import KernelPlan, PointwiseSpace, RowsSpace
 from .operands import (OPERAND_KEYS, integer_operand_dtype, literal_integers,
                        scalar_cast_dtype, is_node, node_meta, round_scalar)
@@ -76,7 +77,7 @@ def describe(group: Group, name: str, needed_outside: set) -> Tuple[KernelDesc, 
                 inputs.append(v)
                 flags.append(drop)
                 per_row = group.kind == "rows" and _constant_along_row(group, tuple(tm.shape), drop)
-                in_args.append(TensorArg(arg, tm.dtype, per_row=per_row))
+                in_args.append(TensorArg(arg, tm.dtype, per_row=per_row, iota=is_iota(v)))
                 em.dtypes[arg] = compute_dtype(tm.dtype)
                 em.per_row[arg] = per_row
     n = 1
