@@ -225,6 +225,12 @@ def _frontend_quirk(program: Program, entry: str) -> Optional[str]:
         return None
     if any(s.out is None for s in program.stmts):
         return "skip: tp.compile mishandles in-place writes (runs them 3 times, CSE across them)"
+    calls = [(s.code, s.args) for s in program.stmts if "fuzz_gaffine" in s.code]
+    if len(set(calls)) < len(calls):
+        # seed 99830392: two equal calls become one, and the fuzz op's registered backward
+        # (``grad * s + x * 0.125``, not linear in grad) counts its second term once; the
+        # same with TensorPlay's own default backend
+        return "skip: tp.compile merges equal custom-op calls (CSE)"
     return "no grad-mode guard in tp.compile"
 
 
