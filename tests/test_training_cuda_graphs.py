@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 import tensorplay_graph as tpg  # noqa: E402
 
 from test_cuda_graphs import CpuGraphs, plan_on_cpu  # noqa: E402
-from test_training_functional import F, TinyLM, _data, _grads  # noqa: E402
+from test_training_functional import F, TinyLM, _data, _grads, eager_step  # noqa: E402
 
 
 @pytest.fixture
@@ -26,11 +26,7 @@ def cpu_graphs(monkeypatch):
 
 
 def test_training_step_replays_both_programs_with_eager_gradients(cpu_graphs):
-    torch.manual_seed(0)
-    model, (ids, labels) = TinyLM(), _data()
-    want_loss = model(ids, labels)
-    want_loss.backward()
-    want = _grads(model)
+    model, (ids, labels), want_loss, want = eager_step()
     compiled = tpg.compile(model, options={"backends": ["reference"]})
     for step in range(4):  # warm-up, capture, then replays
         loss = compiled(ids, labels)
@@ -45,10 +41,7 @@ def test_training_step_replays_both_programs_with_eager_gradients(cpu_graphs):
 
 
 def test_accumulated_gradients_and_retained_graphs_stay_eager_like(cpu_graphs):
-    torch.manual_seed(0)
-    model, (ids, labels) = TinyLM(), _data()
-    model(ids, labels).backward()
-    want = _grads(model)
+    model, (ids, labels), _, want = eager_step()
     compiled = tpg.compile(model, options={"backends": ["reference"]})
     for _ in range(2):
         compiled(ids, labels).backward()
@@ -96,10 +89,7 @@ def _recorded_runners(monkeypatch):
 
 def _tiny_lm_and_eager_grads():
     """A TinyLM, its data, eager's gradients of one step, and the model compiled."""
-    torch.manual_seed(0)
-    model, (ids, labels) = TinyLM(), _data()
-    model(ids, labels).backward()
-    want = _grads(model)
+    model, (ids, labels), _, want = eager_step()
     return model, (ids, labels), want, tpg.compile(model, options={"backends": ["reference"]})
 
 
@@ -235,12 +225,7 @@ def test_warm_ups_allocate_from_the_step_pool_until_a_graph_is_captured(monkeypa
             return CpuGraphs.capture(fn, args, pool=pool)
 
     plan_on_cpu(monkeypatch, Recording)
-    torch.manual_seed(0)
-    model, (ids, labels) = TinyLM(), _data()
-    want_loss = model(ids, labels)
-    want_loss.backward()
-    want = _grads(model)
-    model.zero_grad(set_to_none=True)
+    model, (ids, labels), want_loss, want = eager_step()
     compiled = tpg.compile(model, options={"backends": ["reference"]})
     for _ in range(4):
         model.zero_grad(set_to_none=True)

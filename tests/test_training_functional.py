@@ -61,6 +61,16 @@ def _grads(model):
     return grads
 
 
+def eager_step():
+    """A seeded TinyLM, its data, and eager's loss and gradients of one step (``.grad``
+    cleared again)."""
+    torch.manual_seed(0)
+    model, (ids, labels) = TinyLM(), _data()
+    loss = model(ids, labels)
+    loss.backward()
+    return model, (ids, labels), loss, _grads(model)
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_tiny_lm_trains_compiled_with_eager_gradients(reduction):
     torch.manual_seed(0)

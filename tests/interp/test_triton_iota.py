@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the trai
 
 import tensorplay_graph as tpg  # noqa: E402
 from tensorplay_graph.backends.triton.cache import KernelCache  # noqa: E402
-from test_training_functional import TinyLM, _data, _grads  # noqa: E402
+from test_training_functional import _grads, eager_step  # noqa: E402
 
 
 @pytest.mark.parametrize("two_level", [False, True])
@@ -32,11 +32,7 @@ def test_class_indices_are_computed_and_gradients_equal_eager(monkeypatch, two_l
         return jit_function(self, name, source)
 
     monkeypatch.setattr(KernelCache, "jit_function", recording)
-    torch.manual_seed(0)
-    model, (ids, labels) = TinyLM(), _data()
-    want_loss = model(ids, labels)
-    want_loss.backward()
-    want = _grads(model)
+    model, (ids, labels), want_loss, want = eager_step()
     compiled = tpg.compile(model, options={"backends": ["triton"]})
     for _ in range(2):  # the second call runs the lowered pair
         loss = compiled(ids, labels)
