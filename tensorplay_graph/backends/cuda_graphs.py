@@ -251,7 +251,8 @@ class CudaGraphRunner:
         self._watched_at = [i for i, v in enumerate(self._outs)
                             if i not in self._copy_out and self.ops.is_tensor(v)]
         self._watched = [self._outs[i] for i in self._watched_at]
-        self._handout = [_handout(self.ops, v, i in self._copy_out) for i, v in enumerate(self._outs)]
+        self._handout = [_handout(self.ops, v, i in self._copy_out)
+                         for i, v in enumerate(self._outs)]
         self._baseline = self._counts()
         log.info("cuda graphs: captured (%d input(s) read in place, %d copied in per call)",
                  len(static), len(private))

@@ -162,12 +162,14 @@ def _backward(ctx: Any, *grads: Any) -> Any:
 
 def unshare_gradients(grads: List[Optional[Any]], saved_tensors: Sequence[Any]) -> None:
     """Clone, in place in ``grads`` (torch tensors or None), each gradient whose storage a
-    saved tensor or an earlier gradient holds. torch's ``AccumulateGrad`` moves a gradient into ``.grad`` uncopied when
-    no other tensor object refers to it, and a view is its own object: two parameters'
-    ``.grad`` would share memory (the gradients of ``x.unsqueeze(0) + y`` are one buffer and
-    its view), so the next accumulation into one adds into the other too, and a ``.grad``
-    aliasing a saved tensor would change what a retained graph's next backward reads.
-    Eager's gradients never share storage like that."""
+    saved tensor or an earlier gradient holds.
+
+    torch's ``AccumulateGrad`` moves a gradient into ``.grad`` uncopied when no other tensor
+    object refers to it, and a view is its own object: two parameters' ``.grad`` would share
+    memory (the gradients of ``x.unsqueeze(0) + y`` are one buffer and its view), so the next
+    accumulation into one adds into the other too, and a ``.grad`` aliasing a saved tensor
+    would change what a retained graph's next backward reads. Eager's gradients never share
+    storage like that."""
     taken = {_storage(t) for t in saved_tensors}
     for i, grad in enumerate(grads):
         if grad is None:
