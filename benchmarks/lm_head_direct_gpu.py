@@ -5,7 +5,7 @@
 ``F.linear(h, W)`` with h 4096 x 768 and W 50257 x 768, bf16: the result's rows (50257
 elements) are not 16-byte aligned, so cuBLAS falls back to a slow kernel. Ways to write eager's
 layout anyway: ``padded`` (the aligned product in rows padded to 50264, the first 50257
-columns copied out), ``interleaved`` (``aligned_gemm.interleaved_linear``: one aligned GEMM
+columns copied out), ``interleaved`` (``aligned_linear.interleaved_linear``: one aligned GEMM
 per class of rows sharing an alignment), and Triton GEMMs storing their tiles straight into
 the misaligned rows (loads aligned: W padded once); the aligned product without the copy is
 the floor. One JSON line per way: median ms (CUDA events), worst difference to the fp32
@@ -29,7 +29,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from bench_modes import median_ms  # noqa: E402
-from tensorplay_graph.backends.aligned_gemm import _first_columns, interleaved_linear  # noqa: E402
+from tensorplay_graph.backends.aligned_linear import first_columns, interleaved_linear  # noqa: E402
 
 
 @triton.jit
@@ -110,7 +110,7 @@ def main():
                           "rel_err": float(f"{err:.2e}")}), flush=True)
 
     def padded():  # the way before: the aligned product and a copy out of its padded rows
-        return _first_columns(F.linear(h, wp), N)
+        return first_columns(F.linear(h, wp), N)
 
     report("padded (cuBLAS + copy)", padded, padded)
     pad_out = torch.empty(M, N + 7, device="cuda", dtype=torch.bfloat16)

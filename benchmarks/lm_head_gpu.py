@@ -4,7 +4,7 @@
     source benchmarks/gpu_setup.sh && python benchmarks/lm_head_gpu.py
 
 h is 4096 x 768, W is 50257 x 768, bf16. Ways: ``eager`` (cuBLAS on the misaligned output),
-``padded`` (ours: ``aligned_gemm.padded_linear``, W padded to 50264 rows, the product's
+``padded`` (ours: ``aligned_linear.padded_linear``, W padded to 50264 rows, the product's
 first 50257 columns copied out), ``inductor`` (``torch.compile``), ``nn_contiguous``
 (``h @ W.t().contiguous()``, the transposed weight prepared once, not timed). One JSON line
 per way: median ms (CUDA events), the result's strides, its worst difference to eager
@@ -27,7 +27,7 @@ use_cache_root("tpg_lmhead_")
 import torch  # noqa: E402
 
 from bench_modes import median_ms  # noqa: E402
-from tensorplay_graph.backends.aligned_gemm import padded_linear  # noqa: E402
+from tensorplay_graph.backends.aligned_linear import padded_linear  # noqa: E402
 
 
 def main():

@@ -3,7 +3,7 @@
 A pass that gives a kernel a weight in another form inserts a node whose target is one of
 these caches: NHWC for cuDNN
 (:class:`~tensorplay_graph.passes.channels_last.ChannelsLastWeight`), zero rows up to an
-aligned width for cuBLAS (:class:`~tensorplay_graph.backends.aligned_gemm.PaddedRowsWeight`).
+aligned width for cuBLAS (:class:`~tensorplay_graph.backends.aligned_linear.PaddedRowsWeight`).
 The copy is valid while the weight is the same tensor object with the same version counter and
 data pointer. A changed weight is copied again into the same buffer, so CUDA graphs captured
 with it stay valid (:meth:`CachedWeight.refresh_for_replay` does that before a replay: a

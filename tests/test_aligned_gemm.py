@@ -7,10 +7,11 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 import tensorplay_graph as tpg  # noqa: E402
-from tensorplay_graph.backends import aligned_gemm  # noqa: E402
-from tensorplay_graph.backends.aligned_gemm import (PaddedRowsWeight, aligned_matmul,  # noqa: E402
-                                                    gemm_padding, padded_linear,
-                                                    padded_weight_linear, rewrite_misaligned_gemms)
+from tensorplay_graph.backends import aligned_gemm, aligned_linear  # noqa: E402
+from tensorplay_graph.backends.aligned_gemm import (aligned_matmul, gemm_padding,  # noqa: E402
+                                                    rewrite_misaligned_gemms)
+from tensorplay_graph.backends.aligned_linear import (PaddedRowsWeight, padded_linear,  # noqa: E402
+                                                      padded_weight_linear)
 from tensorplay_graph.ir.meta import TensorMeta  # noqa: E402
 from tensorplay_graph.passes.pipeline import compile_graph  # noqa: E402
 
@@ -31,7 +32,7 @@ def test_padded_linear_equals_linear_with_eager_layout(bias):
 def test_interleaved_linear_writes_eager_layout(n, rows, bias):
     x, w = torch.randn(rows, 16, dtype=torch.float64), torch.randn(n, 16, dtype=torch.float64)
     b = torch.randn(n, dtype=torch.float64) if bias else None
-    got = aligned_gemm.interleaved_linear(x, w, b, n)
+    got = aligned_linear.interleaved_linear(x, w, b, n)
     assert got is not None and got.shape == (rows, n) and got.is_contiguous()
     torch.testing.assert_close(got, F.linear(x, w, b))
 
@@ -39,13 +40,13 @@ def test_interleaved_linear_writes_eager_layout(n, rows, bias):
 def test_interleaved_linear_reads_a_padded_weight_and_keeps_leading_dims():
     x, w = torch.randn(2, 9, 24, dtype=torch.bfloat16), torch.randn(51, 24, dtype=torch.bfloat16)
     padded = F.pad(w, (0, 0, 0, 5))
-    got = aligned_gemm.interleaved_linear(x, padded, None, 51)
+    got = aligned_linear.interleaved_linear(x, padded, None, 51)
     assert got.shape == (2, 9, 51)
     torch.testing.assert_close(got.float(), F.linear(x.float(), w.float()), rtol=2e-2, atol=2e-1)
 
 
 def test_interleaved_linear_declines_what_it_cannot_write_in_place():
-    interleaved = aligned_gemm.interleaved_linear
+    interleaved = aligned_linear.interleaved_linear
     assert interleaved(torch.randn(4, 12), torch.randn(21, 12), None, 21) is None  # K unaligned
     assert interleaved(torch.randn(4, 16), torch.randn(16, 16), None, 16) is None  # aligned rows
     assert interleaved(torch.randn(4, 16), torch.randn(13, 16), None, 13) is None  # too narrow

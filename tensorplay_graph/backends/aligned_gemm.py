@@ -1,20 +1,8 @@
-"""Eager GEMMs whose rows are not 16-byte aligned: computed through padded operands.
+"""Eager GEMMs whose rows are not 16-byte aligned: the rewrite that sends them to aligned ones.
 
-A linear layer with an odd number of outputs (GPT-2's LM head: 50257) gives cuBLAS an output
-leading dimension of 50257 bf16 elements, so it falls back to an alignment-1 kernel: 3.36 ms
-of GPT-2's 4.8 ms call on the H200 (``benchmarks/profile_gpu.py``, benchmarks/RESULTS.md).
-Writing into padded rows through ``out=`` did not help (measured: cuBLAS still saw the odd
-width). When K is aligned, :func:`interleaved_linear` writes eager's layout directly: every
-8th row starts at the same alignment, so each such class of rows is one aligned GEMM, and a
-small GEMM fills the few edge columns. Otherwise (and when autograd records the call, which
-``out=`` does not support) as Inductor's ``pad_mm`` does: the weight gets zero rows up to a
-multiple of 8 outputs, the product is computed with aligned rows and the first N columns are
-copied out contiguous (row by row: :mod:`.row_copy`). Either way: eager's layout, values
-within bf16 GEMM rounding. A weight from the program's state is then padded once
-(:class:`PaddedRowsWeight`, refreshed in place when the parameter changes, before a CUDA-graph
-replay too; Inductor pads it on every call: 0.034 ms of GPT-2's LM head on the H200); a weight
-computed in the program is padded per call. Only large float16 / bfloat16 CUDA linears that
-no backend claimed change; ``TPG_PAD_LINEARS=0`` turns it off.
+Only large float16 / bfloat16 CUDA GEMMs that no backend claimed change; ``TPG_PAD_LINEARS=0``
+turns it off. A misaligned linear goes to :mod:`.aligned_linear` (eager's layout written by
+aligned GEMMs, or a padded weight and a copy out).
 
 Training adds the same problem on the inputs: the LM head's backward multiplies the (8x512,
 50257) logits gradient by the weight (K = 50257: the gradient's rows are misaligned) and its
@@ -30,127 +18,19 @@ operand transposed so the copy stays coalesced.
 from __future__ import annotations
 
 import logging
-import math
 import operator
 import os
 from typing import Any, Optional, Tuple
 
 from ..frameworks import adapter_for
 from ..prims.lowering import Gemm
-from ..cached_weight import CachedWeight, same_kind
+from .aligned_linear import (ALIGN, PaddedRowsWeight, first_columns, padded_linear,
+                             padded_weight_linear, padding)
 from .row_copy import copy_rows
 
 log = logging.getLogger("tensorplay_graph.compile")
 
-ALIGN = 8            # elements: 16 bytes of float16 / bfloat16
 MIN_ELEMENTS = 1 << 20  # below this the extra copy costs more than the slow kernel
-
-
-def _padded_rows(weight: Any) -> Any:
-    """``weight`` with zero rows up to a multiple of :data:`ALIGN` (differentiable)."""
-    F = adapter_for("torch").functional()
-    return F.pad(weight, (0, 0, 0, _pad(weight.shape[0])))
-
-
-class PaddedRowsWeight(CachedWeight):
-    """A linear weight's copy with zero rows up to :data:`ALIGN` outputs, made once and
-    refreshed in place when the parameter changes (:mod:`..cached_weight`)."""
-
-    eager_reason = ("linear weight with zero rows up to an aligned width: a cached copy, "
-                    "refreshed when the parameter changes (aligned_gemm)")
-
-    def convert(self, weight: Any) -> Any:
-        return _padded_rows(weight)
-
-    def refill(self, buffer: Any, weight: Any) -> bool:
-        n = weight.shape[0]
-        if tuple(buffer.shape) != (n + _pad(n), *weight.shape[1:]) or not same_kind(buffer, weight):
-            return False
-        buffer[:n].copy_(weight)  # the zero rows stay zero
-        return True
-
-
-def padded_linear(a: Any, weight: Any, bias: Any = None) -> Any:
-    """``F.linear(a, weight, bias)`` through a weight padded to :data:`ALIGN` output rows."""
-    out = interleaved_linear(a, weight, bias, weight.shape[0])
-    if out is not None:
-        return out
-    return padded_weight_linear(a, _padded_rows(weight), bias, weight.shape[0])
-
-
-def padded_weight_linear(a: Any, padded: Any, bias: Any, n: int) -> Any:
-    """``F.linear(a, weight, bias)`` given ``padded``: the (n, K) ``weight`` with zero rows
-    appended (:class:`PaddedRowsWeight`)."""
-    out = interleaved_linear(a, padded, bias, n)
-    if out is not None:
-        return out
-    F = adapter_for("torch").functional()
-    if bias is not None:
-        bias = F.pad(bias, (0, padded.shape[0] - n))
-    return _first_columns(F.linear(a, padded, bias), n)
-
-
-def interleaved_linear(a: Any, weight: Any, bias: Any, n: int) -> Optional[Any]:
-    """``F.linear(a, weight[:n], bias)`` computed straight into eager's contiguous layout, or
-    None where that does not apply (a differentiated call, K off the alignment, operands
-    cuBLAS would not read in place, fewer than 16 columns).
-
-    Rows of ``n`` elements start at every alignment, but every ``p``-th row (``p = 8 /
-    gcd(n, 8)``) starts at the same one: such a class of rows is a matrix with the aligned row
-    pitch ``p * n`` once its columns start at the next aligned address. One cuBLAS GEMM per
-    class writes it in place (``out=``, leading dimension ``p * n``); the at most 7 columns at
-    each end that a class leaves out come from one small GEMM. GPT-2's LM head (4096 x 768 @
-    50257 x 768, bf16, H200): 0.594 ms, against 0.737 for the padded product and its copy
-    (``benchmarks/lm_head_direct_gpu.py``)."""
-    torch = adapter_for("torch").module
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (a, weight, bias)):
-        return None  # ``out=`` does not record for autograd
-    k = a.shape[-1]
-    flat = a.reshape(-1, k)
-    if (k % ALIGN or n % ALIGN == 0 or n < 2 * ALIGN or flat.stride() != (k, 1) or weight.stride() != (k, 1)
-            or flat.data_ptr() % (2 * ALIGN) or weight.data_ptr() % (2 * ALIGN)
-            or weight.dtype != a.dtype):
-        return None
-    m = flat.shape[0]
-    out = torch.empty((*a.shape[:-1], n), dtype=a.dtype, device=a.device)
-    cells = out.view(-1)
-    period = ALIGN // math.gcd(n, ALIGN)
-    lo, hi = 0, n  # the columns every class covers
-    for first in range(min(period, m)):
-        shift = -first * n % ALIGN
-        width = (n - shift) // ALIGN * ALIGN
-        rows = flat[first::period]
-        dst = cells.as_strided((rows.shape[0], width), (period * n, 1), first * n + shift)
-        _gemm_into(torch, dst, rows, weight[shift:shift + width], bias, shift)
-        lo, hi = max(lo, shift), min(hi, shift + width)
-    edges = torch.cat([weight[:lo], weight[hi:n]])
-    part = torch.empty((m, edges.shape[0]), dtype=a.dtype, device=a.device)
-    edge_bias = None if bias is None else torch.cat([bias[:lo], bias[hi:n]])
-    _gemm_into(torch, part, flat, edges, edge_bias, 0)
-    rows_out = out.view(m, n)
-    rows_out[:, :lo].copy_(part[:, :lo])
-    rows_out[:, hi:].copy_(part[:, lo:])
-    return out
-
-
-def _gemm_into(torch: Any, dst: Any, rows: Any, weight: Any, bias: Any, first_column: int) -> None:
-    """``dst = rows @ weight.T (+ bias[first_column:][:width])`` in place."""
-    if bias is None:
-        torch.mm(rows, weight.t(), out=dst)
-    else:
-        torch.addmm(bias[first_column:first_column + dst.shape[1]], rows, weight.t(), out=dst)
-
-
-def _first_columns(out: Any, n: int) -> Any:
-    """A contiguous copy of ``out[..., :n]`` (eager's layout for the unpadded product)."""
-    torch = adapter_for("torch").module
-    result = torch.empty((*out.shape[:-1], n), dtype=out.dtype, device=out.device)
-    copy_rows(result.view(-1, n), out.reshape(-1, out.shape[-1])[:, :n])
-    return result
-
-
-def _pad(extent: int) -> int:
-    return -extent % ALIGN
 
 
 def _layout(x: Any) -> Tuple[bool, bool]:
@@ -183,13 +63,13 @@ def gemm_padding(a: Any, b: Any, pad_a: bool = False) -> Optional[Tuple[int, int
     col_b, ok_b = _layout(b)
     copy_a, copy_b = not ok_a or pad_a, not ok_b
     pad_m = pad_k = 0
-    pad_n = _pad(n)
+    pad_n = padding(n)
     copy_b = copy_b or bool(pad_n)
     for _ in range(2):  # a copy's leading dimension is its padded extent: pads propagate
         if copy_a:
-            pad_m, pad_k = (_pad(m), pad_k) if col_a else (pad_m, _pad(k))
+            pad_m, pad_k = (padding(m), pad_k) if col_a else (pad_m, padding(k))
         if copy_b:
-            pad_k, pad_n = (_pad(k), pad_n) if col_b else (pad_k, _pad(n))
+            pad_k, pad_n = (padding(k), pad_n) if col_b else (pad_k, padding(n))
         if pad_k:  # both operands' K must match
             copy_a = copy_b = True
     if not (copy_a or copy_b):
@@ -205,7 +85,7 @@ def padded_columns(x: Any) -> Any:
     torch = adapter_for("torch").module
     rows = x.reshape(-1, x.shape[-1])
     count, width = rows.shape
-    out = torch.empty((count, width + _pad(width)), dtype=rows.dtype, device=rows.device)
+    out = torch.empty((count, width + padding(width)), dtype=rows.dtype, device=rows.device)
     out[:, width:].zero_()  # only the padding: the copy below writes the rest
     copy_rows(out[:, :width], rows)
     out.tpg_source = (rows.data_ptr(), tuple(rows.shape), rows.stride(), rows._version)
@@ -218,7 +98,7 @@ def padded_base(x: Any) -> Any:
     ``x`` is not laid out so (its kernel fell back to eager)."""
     rows = x.reshape(-1, x.shape[-1])
     count, width = rows.shape
-    pitch = width + _pad(width)
+    pitch = width + padding(width)
     end = (rows.storage_offset() + count * pitch) * rows.element_size()
     if rows.stride() != (pitch, 1) or rows.untyped_storage().nbytes() < end:
         return padded_columns(x)
@@ -260,7 +140,7 @@ def aligned_matmul(a: Any, b: Any, shared: Any = None) -> Any:
         lhs = _padded(flat, pad_m, pad_k, _layout(flat)[0]) if copy_a else flat
     rhs = _padded(b, pad_k, pad_n, _layout(b)[0]) if copy_b else b
     out = torch.mm(lhs, rhs)[:flat.shape[0]]
-    out = _first_columns(out, b.shape[1]) if pad_n else out
+    out = first_columns(out, b.shape[1]) if pad_n else out
     return out.reshape(*a.shape[:-1], b.shape[1])
 
 
@@ -328,7 +208,7 @@ def rewrite_misaligned_gemms(module: Any, cache_weights: bool = True) -> Any:
                                                  name=f"{weight.name}_padded")
                 meta = weight.meta["tensor_meta"]
                 n = meta.shape[0]
-                padded.meta["tensor_meta"] = meta.with_(shape=(n + _pad(n), *meta.shape[1:]))
+                padded.meta["tensor_meta"] = meta.with_(shape=(n + padding(n), *meta.shape[1:]))
                 node.target = padded_weight_linear
                 node.args = (args["a"], padded, args.get("bias"), n)
             else:
@@ -384,9 +264,9 @@ def _share_padded_operands(graph: Any, gemms: list) -> None:
     for root, users in groups.items():
         width = root.meta["tensor_meta"].shape[-1]
         share = padded_columns
-        if _producer_pads(root, width, width + _pad(width)):
+        if _producer_pads(root, width, width + padding(width)):
             log.info("%s is written into rows padded to %d elements by its kernel",
-                     root.name, width + _pad(width))
+                     root.name, width + padding(width))
             share = padded_base
         elif len(users) < 2:
             continue

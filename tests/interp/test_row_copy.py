@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from tensorplay_graph.backends import aligned_gemm  # noqa: E402
+from tensorplay_graph.backends import aligned_gemm, aligned_linear  # noqa: E402
 from tensorplay_graph.backends import row_copy  # noqa: E402
 from tensorplay_graph.backends.row_copy import copy_rows  # noqa: E402
 
@@ -63,7 +63,7 @@ def test_other_layouts_fall_back_to_the_frameworks_copy():
 def test_padded_helpers_equal_eager_with_eager_layout():
     torch.manual_seed(0)
     x, w = torch.randn(2, 3, 16), torch.randn(13, 16)
-    got = aligned_gemm.padded_linear(x, w)
+    got = aligned_linear.padded_linear(x, w)
     want = torch.nn.functional.linear(x, w)
     assert got.stride() == want.stride()
     torch.testing.assert_close(got, want)
