@@ -64,10 +64,8 @@ def padded_linear(a: Any, weight: Any, bias: Any = None) -> Any:
 
 def padded_weight_linear(a: Any, padded: Any, bias: Any, n: int) -> Any:
     """``F.linear(a, weight, bias)`` given ``padded``: the (n, K) ``weight`` with zero rows
-    appended (:class:`PaddedRowsWeight`)."""
-    out = interleaved_linear(a, padded, bias, n)
-    if out is not None:
-        return out
+    appended (:class:`PaddedRowsWeight`, which the rewrite inserts only for a misaligned K,
+    where :func:`interleaved_linear` does not apply)."""
     F = adapter_for("torch").functional()
     if bias is not None:
         bias = F.pad(bias, (0, padded.shape[0] - n))
