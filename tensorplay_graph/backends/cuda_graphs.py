@@ -317,11 +317,8 @@ class CudaGraphRunner:
         return not self._held_outputs()
 
     def _alias(self, value: Any) -> Any:
-        """A new tensor object on ``value``'s memory (``value`` itself when it is not a
-        tensor, or takes part in autograd, where a detached alias would change it)."""
-        if not self.ops.is_tensor(value) or value.requires_grad:
-            return value
-        return value.detach()
+        """A new tensor object on ``value``'s memory, or ``value`` itself (:func:`_handout`)."""
+        return value.detach() if _handout(self.ops, value, False) == _ALIAS else value
 
     def _result(self) -> Any:
         leaves = [v if how == _AS_IS else v.detach() if how == _ALIAS else v.clone()
