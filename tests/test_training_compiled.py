@@ -244,3 +244,26 @@ def test_gradients_that_share_a_buffer_accumulate_apart(fw):
         grads[name] = (x.grad, y.grad)
     for want, got, what in zip(grads["eager"], grads["compiled"], ("x.grad", "y.grad")):
         _close(got, want, what)
+
+
+@pytest.mark.parametrize("fw", _frameworks())
+def test_an_empty_cat_piece_still_passes_a_zero_gradient(fw):
+    # Grad fuzz seed 99760248: ``cat([y, x.var(dim=0)[1:], y])`` with one row in the variance:
+    # the empty piece (1-d: eager's cat skips it) still connects x, so eager's x.grad is zeros
+    # and ours was None. Also an empty piece of a 2-d cat.
+    def flat(x, y):
+        return fw.cat([y, x.var(dim=0)[1:], y], dim=0)
+
+    def wide(x, y):
+        return fw.cat([y.reshape(2, 1), x.reshape(2, 2)[:, 2:]], dim=1)
+
+    rng = np.random.default_rng(0)
+    for program, shape in ((flat, (4, 1)), (wide, (4,))):
+        grads = {}
+        for name, fn in (("eager", program), ("compiled", tpg.compile(program, options=OPTIONS))):
+            x = fw.from_numpy(rng.standard_normal(shape).astype(np.float32)).requires_grad_(True)
+            y = fw.from_numpy(rng.standard_normal(2).astype(np.float32)).requires_grad_(True)
+            fn(x, y).sum().backward()
+            grads[name] = x.grad
+        assert grads["compiled"] is not None, program.__name__
+        _close(grads["compiled"], grads["eager"], program.__name__)

@@ -12,6 +12,7 @@ True
 
 from __future__ import annotations
 
+import math
 from typing import List, Optional, Sequence
 
 from ..errors import ShapeError
@@ -270,6 +271,11 @@ def _cat_vjp(e, g, out, tensors, dim=0):
         size = metas[k].shape[d]
         grads[k] = e.getitem(g, (slice(None),) * d + (slice(offset, offset + size),))
         offset += size
+    if len(keep) < len(tensors):
+        # a skipped 1-d empty piece gets an empty gradient, as eager's cat backward gives it:
+        # what it came from still gets a (zero) gradient, not None (x.var(0)[1:] of one row)
+        empty = e.getitem(e.reshape(g, (math.prod(e.shape(g)),)), (slice(0, 0),))
+        grads = [empty if k not in keep else grad for k, grad in enumerate(grads)]
     return {"tensors": grads}
 
 
