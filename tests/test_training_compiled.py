@@ -267,3 +267,22 @@ def test_an_empty_cat_piece_still_passes_a_zero_gradient(fw):
             grads[name] = x.grad
         assert grads["compiled"] is not None, program.__name__
         _close(grads["compiled"], grads["eager"], program.__name__)
+
+
+def test_an_empty_parameter_returned_through_contiguous_is_the_parameter():
+    # Grad fuzz seed 99750605: NumPy's empty arrays come with strides of 0, which our meta
+    # called non-contiguous, so ``p.contiguous()`` stayed a node and returned a new tensor
+    # where eager returns the parameter itself.
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.p = torch.nn.Parameter(torch.from_numpy(np.zeros((0, 1), np.float32)))
+
+        def forward(self):
+            return self.p.contiguous()
+
+    net = Net()
+    assert net.p.stride() == (0, 0) and net() is net.p
+    assert tpg.compile(net, options=OPTIONS)() is net.p

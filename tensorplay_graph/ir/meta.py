@@ -140,6 +140,10 @@ class TensorMeta:
 
     @property
     def is_contiguous(self) -> bool:
+        """As the frameworks say: an empty tensor is contiguous whatever its strides (NumPy's
+        empty arrays come with strides of 0; grad fuzz seed 99750605)."""
+        if self.numel == 0:
+            return True
         return all(
             size == 1 or st == cst
             for size, st, cst in zip(self.shape, self.stride, contiguous_strides(self.shape))
