@@ -11,6 +11,7 @@ pytest.importorskip("triton")
 
 import tensorplay_graph as tpg  # noqa: E402
 from tensorplay_graph.backends import aligned_gemm  # noqa: E402
+from tensorplay_graph.backends.triton.cache import KernelCache  # noqa: E402
 from tensorplay_graph.backends.padded_rows import padded_strides, rows_layout, trailing_split  # noqa: E402
 from tensorplay_graph.ir.meta import TensorMeta  # noqa: E402
 from tensorplay_graph.passes.pipeline import compile_graph  # noqa: E402
@@ -35,9 +36,18 @@ def _indexed(g, w, h):  # through a view inside the region: an indexed kernel
     return grad.matmul(w), grad.reshape(6, 13).transpose(0, 1).matmul(h)
 
 
-@pytest.mark.parametrize("program", [_pointwise, _indexed], ids=["pointwise", "indexed"])
+def _indexed_rows(g, w, h):  # a per-row operand (each row's first element): walked by rows
+    rows = g.reshape(2, 3, 13)
+    grad = (rows * rows[:, :, :1] * 2.0).exp() - rows.sin()
+    return grad.matmul(w), grad.reshape(6, 13).transpose(0, 1).matmul(h)
+
+
+@pytest.mark.parametrize("program", [_pointwise, _indexed, _indexed_rows],
+                         ids=["pointwise", "indexed", "indexed_rows"])
 def test_the_producing_kernel_writes_padded_rows_and_no_copy_is_made(program, monkeypatch):
+    from tensorplay_graph.backends.triton import codegen_indexed
     monkeypatch.setattr(aligned_gemm, "MIN_ELEMENTS", 1)
+    monkeypatch.setattr(codegen_indexed, "ROW_WALK_MIN", 8)  # rows of 13 are walked as rows
     torch.manual_seed(0)
     g, w, h = torch.randn(6, 13), torch.randn(13, 16), torch.randn(6, 24)
     module = compile_graph(tpg.capture(program, g, w, h), (g, w, h), backends=["triton"])
@@ -56,6 +66,9 @@ def test_the_producing_kernel_writes_padded_rows_and_no_copy_is_made(program, mo
         elif node.target is base:
             node.target = lambda x: bases.append((x, base(x))) or bases[-1][1]
     module.recompile()
+    sources, jit_function = [], KernelCache.jit_function
+    monkeypatch.setattr(KernelCache, "jit_function",
+                        lambda self, name, text: sources.append(text) or jit_function(self, name, text))
     got = module(g, w, h)
     for got_one, want in zip(got, program(g, w, h)):
         torch.testing.assert_close(got_one, want, rtol=1e-4, atol=1e-4)
@@ -67,6 +80,8 @@ def test_the_producing_kernel_writes_padded_rows_and_no_copy_is_made(program, mo
     assert buffer.shape == (6, 16) and buffer.data_ptr() == x.data_ptr()
     assert torch.equal(buffer[:, :13], x.reshape(6, 13)) and not buffer[:, 13:].any()
     assert copies == [w.shape], copies
+    if program is _indexed_rows:  # a row starts at its padded offset and runs along cols
+        assert any("row = pid // blocks" in s and "* 16 + cols" in s for s in sources), sources
 
 
 def test_a_kernel_output_read_by_other_ops_keeps_its_layout(monkeypatch):

@@ -115,8 +115,8 @@ class IndexedPlan:
         fn = self.cache.jit_function(source.name, source.text)
         numel = self.numel
         layout = Layout((max(numel, 1),), tuple(m[1] for m in metas))
-        block = min(16384 if interpreting() else 1024, max(128, next_pow2(numel)))
-        return SpecializedLaunch(fn, source, layout, (max(1, (numel + block - 1) // block),),
+        block = min(16384 if interpreting() else 1024, max(128, next_pow2(self.kernel.width)))
+        return SpecializedLaunch(fn, source, layout, (self.kernel.grid(block),),
                                  {"BLOCK_SIZE": block}, 4)
 
     def __call__(self, *tensors: Any) -> List[Any]:
