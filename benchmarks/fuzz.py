@@ -116,9 +116,11 @@ def run_cell(args: argparse.Namespace, framework: str, backend: str, counts: Cou
                 counts["eager"] += 1
                 counts["sig:" + rec["eager"]] += 1
             if rec["status"] == "skip":  # eager rejected the program, is not deterministic,
-                # or the program is ill-conditioned (tests/fuzz/fuzz_condition.py)
+                # or the mismatch is rounding (tests/fuzz/fuzz_check.ROUNDING_VERDICTS)
+                from fuzz_check import ROUNDING_VERDICTS
                 counts["sig:skip: " + rec["signature"].split(":")[1].strip()] += 1
-                counts["ill-conditioned"] += rec["signature"].startswith("skip: ill-conditioned")
+                counts["ill-conditioned"] += rec["signature"].startswith(
+                    tuple("skip: " + v for v in ROUNDING_VERDICTS))
             if rec["status"] in ("mismatch", "crash"):
                 counts["sig:" + rec.get("small_signature", rec["signature"])] += 1
                 logger.warning("%s/%s seed %d: %s -> %s", framework, backend, rec["seed"],
@@ -202,7 +204,7 @@ def main() -> None:
             continue
         break
     lines = ["| framework | backend | programs | mismatches | crashes | skipped | of which "
-             "ill-conditioned | seconds |" + (" eager autograd |" if args.grad else ""),
+             "rounding (ill-conditioned, eager's) | seconds |" + (" eager autograd |" if args.grad else ""),
              "|---|---|---|---|---|---|---|---|" + ("---|" if args.grad else "")]
     for framework, backend, c, secs in rows:
         programs = c["ok"] + c["mismatch"] + c["crash"]

@@ -4,6 +4,8 @@ kernel's output through its aligned row pitch, values and the program's results 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -80,8 +82,11 @@ def test_the_producing_kernel_writes_padded_rows_and_no_copy_is_made(program, mo
     assert buffer.shape == (6, 16) and buffer.data_ptr() == x.data_ptr()
     assert torch.equal(buffer[:, :13], x.reshape(6, 13)) and not buffer[:, 13:].any()
     assert copies == [w.shape], copies
-    if program is _indexed_rows:  # a row starts at its padded offset and runs along cols
-        assert any("row = pid // blocks" in s and "* 16 + cols" in s for s in sources), sources
+    if program is _indexed_rows:  # a row starts at its padded offset and runs along cols,
+        # the pitch a run-time argument Triton does not specialize on (rows of 13 are off 16)
+        walked = [s for s in sources if "row = pid // blocks" in s]
+        assert any(re.search(r"\* \w+_out_stride1 \+ cols", s) and "do_not_specialize=[" in s
+                   for s in walked), sources
 
 
 def test_a_kernel_output_read_by_other_ops_keeps_its_layout(monkeypatch):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from ...prims.pointwise_lowerings import bf16_load_triton, bf16_triton
 from .kernel_desc import (ITEMSIZE, REDUCTIONS, TL_DTYPES, KernelDesc, Stmt, TensorArg,
@@ -121,8 +121,14 @@ def store_line(name: str, var: str, dtype: str, offset: str, mask: str = "") -> 
     return f"{INDENT}tl.store({name}_ptr + {offset}, {value}{masked})"
 
 
-def signature_lines(name: str, params: List[str], constexprs: List[str]) -> List[str]:
-    lines = ["@triton.jit", f"def {name}("]
+def signature_lines(name: str, params: List[str], constexprs: List[str],
+                    unspecialized: Sequence[str] = ()) -> List[str]:
+    """``@triton.jit`` and the signature; Triton learns nothing (divisibility, == 1) of the
+    ``unspecialized`` parameters' values (named by position: kernels are renamed to their
+    canonical form when cached)."""
+    positions = [params.index(p) for p in unspecialized]
+    jit = f"@triton.jit(do_not_specialize={positions})" if positions else "@triton.jit"
+    lines = [jit, f"def {name}("]
     for chunk_start in range(0, len(params), 6):
         lines.append(INDENT + ", ".join(params[chunk_start:chunk_start + 6]) + ",")
     for c in constexprs:

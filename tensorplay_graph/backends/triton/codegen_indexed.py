@@ -278,6 +278,12 @@ class IndexedKernel:
             params += [("stride", k, d) for d in range(len(node.meta["tensor_meta"].shape))]
         texts = [f"{n}_ptr" for n in names + out_names]
         texts += [f"{names[p[1]]}_stride{p[2]}" for p in params if p[0] == "stride"]
+        stores = []
+        for out, name, var, strides in zip(self.outputs, out_names, out_vars, self.out_strides):
+            offset, pitches = self._store_offset(name, strides)
+            stores.append(store_line(name, var, out.meta["tensor_meta"].dtype, offset, "mask"))
+            params += [("const", pitch, value) for pitch, value in pitches]
+            texts += [pitch for pitch, _ in pitches]
         numel = 1
         for n in self.shape:
             numel *= n
@@ -292,7 +298,8 @@ class IndexedKernel:
             f"# outputs: {', '.join(out_names)}",
             "import triton", "import triton.language as tl", "", "",
         ]
-        lines += signature_lines(self.name, texts, ["BLOCK_SIZE"])
+        pitches = [p[1] for p in params if p[0] == "const"]
+        lines += signature_lines(self.name, texts, ["BLOCK_SIZE"], unspecialized=pitches)
         pid = "tl.program_id(0).to(tl.int64)" if wide else "tl.program_id(0)"
         lines.append(f"{INDENT}pid = {pid}")
         if self.split is None:
@@ -305,24 +312,34 @@ class IndexedKernel:
                       f"{INDENT}cols = (pid % blocks) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
                       f"{INDENT}mask = cols < {width}",
                       f"{INDENT}offs = row * {width} + cols"]
-        lines += stmt_lines(self.em.stmts, "mask")
-        for out, name, var, strides in zip(self.outputs, out_names, out_vars, self.out_strides):
-            offset = self._store_offset(strides)
-            lines.append(store_line(name, var, out.meta["tensor_meta"].dtype, offset, "mask"))
+        lines += stmt_lines(self.em.stmts, "mask") + stores
         return KernelSource(self.name, "\n".join(lines) + "\n", tuple(params), ("BLOCK_SIZE",))
 
-    def _store_offset(self, strides: Sequence[int]) -> str:
-        """Where an output allocated with ``strides`` stores the element at the walk's offset:
-        ``offs`` for the walk's own strides; in the row walk, a row of dense trailing dims
-        (a padded row) starts at its row's offset and runs along ``cols``."""
+    def _store_offset(self, name: str, strides: Sequence[int]
+                      ) -> Tuple[str, List[Tuple[str, int]]]:
+        """Where output ``name`` allocated with ``strides`` stores the element at the walk's
+        offset, and the run-time stride arguments that takes: ``offs`` for the walk's own
+        strides; in the row walk, a row of dense trailing dims (a padded row) starts at its
+        row's offset and runs along ``cols``. Rows that start off 16 elements (the walk's own,
+        its loads) take the padded rows' strides at run time, unspecialized: known ones let
+        Triton vectorize the stores next to loads it cannot, which then stride (GPT-2's loss
+        gradient into rows of 50264: 0.79 ms, 0.29 with the contiguous store; H200,
+        ``benchmarks/loss_walk_gpu.py``)."""
         if _same_walk(self.shape, strides, self.walk):
-            return "offs"
+            return "offs", []
         k = self.split
         if k is not None and _same_walk(self.shape[k:], strides[k:],
                                         contiguous_strides(self.shape[k:])):
-            terms = [f"{c} * {s}" for c, s in zip(self.identity[:k], strides[:k]) if c != "0"]
-            return " + ".join(terms + ["cols"])
-        return " + ".join(f"{c} * {s}" for c, s in zip(self.identity, strides) if c != "0") or "0"
+            hide = self.width % 16 != 0
+            terms, pitches = [], []
+            for d, (c, s) in enumerate(zip(self.identity[:k], strides[:k])):
+                if c != "0":
+                    pitch = f"{name}_stride{d}"
+                    terms.append(f"{c} * {pitch if hide else s}")
+                    pitches += [(pitch, s)] if hide else []
+            return " + ".join(terms + ["cols"]), pitches
+        return " + ".join(f"{c} * {s}" for c, s in zip(self.identity, strides)
+                          if c != "0") or "0", []
 
     def grid(self, block: int) -> int:
         """Programs for ``block`` elements each: one per block of the flat walk, or per block
