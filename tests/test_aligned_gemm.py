@@ -163,18 +163,29 @@ def _operands(case):
         "transposed_m_odd": (g.reshape(6, 13).t(), h),   # grad^T @ hidden: lda = 13
         "n_odd": (h, torch.randn(24, 13)),               # output rows of 13
         "transposed_b": (h, torch.randn(13, 24).t()),    # b col-major, ld 24, N = 13
+        "weight_t": (g.reshape(6, 13)[:, :8].contiguous(), torch.randn(45, 8).t()),  # x @ W.T
         "aligned": (torch.randn(4, 8), torch.randn(8, 16)),
         "sliced_rows": (torch.randn(6, 20)[:, :16], torch.randn(16, 8)),  # stride 20, K 16
     }[case]
 
 
 @pytest.mark.parametrize("case", ["k_odd_rows", "transposed_m_odd", "n_odd", "transposed_b",
-                                  "aligned", "sliced_rows"])
+                                  "weight_t", "aligned", "sliced_rows"])
 def test_aligned_matmul_equals_matmul_with_eager_layout(case):
     a, b = _operands(case)
     got, want = aligned_matmul(a, b), torch.matmul(a, b)
     assert got.shape == want.shape and got.stride() == want.stride()
     torch.testing.assert_close(got, want)
+
+
+def test_a_product_with_a_transposed_weight_is_written_in_place(monkeypatch):
+    # x @ W.T with N misaligned and K aligned: linear(x, W) into eager's layout, no padded
+    # product copied out
+    monkeypatch.setattr(aligned_gemm, "first_columns", lambda *a: pytest.fail("copied out"))
+    a, b = _operands("weight_t")
+    got = aligned_matmul(a, b)
+    assert got.is_contiguous()
+    torch.testing.assert_close(got, torch.matmul(a, b))
 
 
 def _aligned_for_cublas(x):
