@@ -85,3 +85,19 @@ def test_graph_module_input_is_not_modified():
     e = tpg.explain(gm, X, W, backend="reference")
     assert [n.name for n in gm.graph.nodes] == before and e.regions
     assert all("region" not in n.meta for n in gm.graph.nodes)
+
+
+@pytest.mark.parametrize("called", [False, True])
+def test_a_compiled_function_is_explained_as_its_own_function(called):
+    # explain / capture of what tpg.compile returned trace the wrapped function; tracing the
+    # wrapper ran its compiled program on the tracer's values (NameError in generated code)
+    def loss(x, t):
+        return torch.nn.functional.cross_entropy(x.float(), t)
+    x, t = torch.randn(8, 16, dtype=torch.bfloat16, requires_grad=True), torch.randint(0, 16, (8,))
+    compiled = tpg.compile(loss)
+    if called:
+        compiled(x, t).backward()
+    want = tpg.explain(loss, x, t, backend="reference")
+    got = tpg.explain(compiled, x, t, backend="reference")
+    assert [r.names for r in got.regions] == [r.names for r in want.regions]
+    assert tpg.capture(compiled, x, t).code == tpg.capture(loss, x, t).code

@@ -28,6 +28,7 @@ def capture(fn_or_module: Any, *example_inputs: Any, **example_kwargs: Any) -> A
     >>> [n.op for n in gm.graph.nodes]
     ['placeholder', 'placeholder', 'call_function', 'call_method', 'call_function', 'output']
     """
+    fn_or_module = _uncompiled(fn_or_module)
     function = fn_or_module.forward if is_module(fn_or_module) else fn_or_module
     all_params = inspect.signature(function).parameters.values()
     if example_kwargs or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in all_params) \
@@ -46,6 +47,16 @@ def capture(fn_or_module: Any, *example_inputs: Any, **example_kwargs: Any) -> A
     return Tracer(concrete_args=concrete).trace(fn_or_module, sample_inputs=samples)
 
 
+def _uncompiled(fn_or_module: Any) -> Any:
+    """The function or module a ``tensorplay_graph.compile`` result wraps (``explain`` /
+    ``draw`` of the compiled callable): tracing the wrapper would run its compiled program on
+    the tracer's values."""
+    from ..compiled import CompiledFunction
+    while isinstance(fn_or_module, CompiledFunction):
+        fn_or_module = fn_or_module.fn
+    return fn_or_module
+
+
 @dataclass
 class Captured:
     """What ``tensorplay_graph.compile`` keeps of one capture (see :func:`capture_program`)."""
@@ -60,6 +71,7 @@ class Captured:
 def capture_program(fn_or_module: Any, args: tuple, kwargs: Dict[str, Any]) -> Captured:
     """Capture ``fn_or_module(*args, **kwargs)`` as called; placeholders are the tensors
     inside ``args`` / ``kwargs`` in ``structure.call_key`` order."""
+    fn_or_module = _uncompiled(fn_or_module)
     leaves: list = []
     call_key(args, kwargs, leaves)
     _check_one_framework({f"input {i}": leaf for i, leaf in enumerate(leaves)})
