@@ -211,3 +211,23 @@ def test_noop_cast_is_folded_to_its_input_and_a_real_cast_is_not():
     gm = normalize(tpg.capture(lambda x: (x.float() * 2, x.half() * 2), torch.ones(3)))
     targets = [n.target for n in gm.graph.nodes if n.op == "call_method"]
     assert targets == ["half"]
+
+
+def test_opaque_prims_with_fresh_results_alias_nothing():
+    # conv / pooling / a loss return new tensors: returned to the caller they are no alias of
+    # an input (explain said "cross_entropy returns an alias of its input"); eval dropout is
+    import torch.nn.functional as F
+
+    from tensorplay_graph.ir.aliases import is_aliasing_node
+    from tensorplay_graph.passes.barriers import aliasing_nodes
+
+    def f(x, w, t):
+        return (F.conv2d(x, w), F.max_pool2d(x, 2), F.cross_entropy(x.flatten(1), t),
+                F.dropout(x, training=False))
+    x, w, t = torch.randn(2, 3, 4, 4), torch.randn(5, 3, 3, 3), torch.randint(0, 48, (2,))
+    gm = tpg.capture(f, x, w, t)
+    normalize(gm)
+    by_prim = {n.meta["prim"].name: n for n in gm.graph.nodes if n.meta.get("prim")}
+    for name in ("conv2d", "max_pool2d", "cross_entropy"):
+        assert not is_aliasing_node(by_prim[name]), name
+    assert set(aliasing_nodes(gm.graph)) == {by_prim["dropout"]}

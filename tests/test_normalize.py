@@ -210,3 +210,31 @@ def test_normalize_does_one_lookup_per_node(monkeypatch):
     assert len(calls) == 20000 and len(set(calls)) == 20000
     monkeypatch.undo()
     assert all("prim" in n.meta for n in big.graph.nodes if n.op.startswith("call"))
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorplay"])
+def test_t_of_a_matrix_is_a_transpose_and_trains_as_eager(framework):
+    import tensorplay_graph as tpg
+    T = torch if framework == "torch" else tp
+
+    def f(x, w, v):
+        return (x @ w.t()).relu() * 2, v.t() + 1  # v is 1-d: t() is v itself, not a prim
+
+    def make(seed):
+        torch.manual_seed(seed)
+        values = [torch.randn(4, 8), torch.randn(6, 8), torch.randn(5)]
+        if framework == "tensorplay":
+            values = [tp.from_dlpack(v) for v in values]
+        return [v.requires_grad_() for v in values]
+    gm = tpg.capture(f, *make(0))
+    normalize(gm)
+    prims = {n.name: n.meta.get("prim") for n in gm.graph.nodes if "t" in n.name.split("_")}
+    assert [p.name if p else None for p in prims.values()] == ["transpose", None], prims
+    want_args, got_args = make(1), make(1)
+    want, got = f(*want_args), tpg.compile(f)(*got_args)
+    for w, g in zip(want, got):
+        assert T.allclose(g.detach(), w.detach())
+    sum(o.sum() for o in want).backward()
+    sum(o.sum() for o in got).backward()
+    for w, g in zip(want_args, got_args):
+        assert T.allclose(g.grad, w.grad)

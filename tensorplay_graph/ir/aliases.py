@@ -63,7 +63,7 @@ def may_alias_inputs(node: Node) -> Tuple[Node, ...]:
                 and node.args[0].meta.get("kernel") is not None:
             return ()  # an output of a lowered kernel: fresh
     prim = node.meta.get("prim")
-    if prim is not None and prim.kind in _FRESH_KINDS:
+    if prim is not None and (prim.kind in _FRESH_KINDS or "fresh" in prim.traits):
         if prim.name != "cast" or not _noop_cast(node):
             return ()
     return tuple(node.all_input_nodes)

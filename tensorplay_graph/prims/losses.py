@@ -154,6 +154,7 @@ def _rows_declines(args, out, framework: str) -> Optional[str]:
 register(Prim(
     name="cross_entropy", kind="opaque", signature=cross_entropy, meta=cross_entropy_meta,
     spellings=("torch.nn.functional:cross_entropy",), vjp=lambda e, g, out, **_: OPAQUE,
+    traits={"fresh"},
     doc="the framework's cross entropy; decompose rewrites class-index targets without weight "
         "or label smoothing into cross_entropy_rows and a mean / sum"))
 

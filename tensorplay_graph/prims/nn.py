@@ -221,25 +221,25 @@ for _n in (1, 2, 3):
         name=f"conv{_n}d", kind="opaque", signature=conv, meta=conv_meta(_n),
         spellings=(f"torch:conv{_n}d", f"torch.nn.functional:conv{_n}d",
                    f"tensorplay:conv{_n}d", f"tensorplay.nn.functional:conv{_n}d"),
-        traits={"channels_last"} if _n == 2 else (),
+        traits={"channels_last", "fresh"} if _n == 2 else {"fresh"},
         doc="runs on the framework's convolution (cuDNN on CUDA); its epilogue fuses after it"))
 
 register(Prim(
     name="max_pool2d", kind="opaque", signature=max_pool2d, meta=pool_meta("max_pool2d"),
     spellings=("torch.nn.functional:max_pool2d",),
     adapters={"torch.nn.functional:max_pool2d": _max_pool_args},
-    traits={"channels_last"}, doc="the framework's pooling kernel"))
+    traits={"channels_last", "fresh"}, doc="the framework's pooling kernel"))
 
 register(Prim(
     name="avg_pool2d", kind="opaque", signature=avg_pool2d, meta=pool_meta("avg_pool2d"),
-    spellings=("torch.nn.functional:avg_pool2d",), traits={"channels_last"},
+    spellings=("torch.nn.functional:avg_pool2d",), traits={"channels_last", "fresh"},
     doc="the framework's pooling kernel"))
 
 register(Prim(
     name="batch_norm", kind="opaque", signature=batch_norm, meta=batch_norm_meta,
     spellings=("torch.nn.functional:batch_norm", "tensorplay.nn.functional:batch_norm",
                "torch:batch_norm"),
-    side_effect=True, flags_if=_updates_running_stats,
+    side_effect=True, flags_if=_updates_running_stats, traits={"fresh"},
     adapters={"torch:batch_norm": _torch_batch_norm},
     doc="training mode updates the running statistics in place (a fence); inference is "
         "rewritten to batch_norm_channels by the decompose pass"))

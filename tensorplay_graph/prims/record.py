@@ -23,6 +23,8 @@ TRAITS = {
     "channels_last": "computes the same values from a channels_last 4-d input and, in eager, "
                      "keeps that layout (convolution, pooling, batch norm): the channels_last "
                      "pass runs it inside its channels_last region",
+    "fresh": "an opaque prim whose result is always a new tensor, never an input's memory "
+             "(convolution, pooling, a loss): nothing it returns aliases its operands",
     "float64_reference": "the reference backend computes float32 operands in float64 and rounds "
                          "once: NumPy's float32 routine is an ulp off eager's (tanh(9.5)); "
                          "lowerings['reference_float64'], if set, is the template it uses there",

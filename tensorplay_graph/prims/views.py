@@ -206,6 +206,17 @@ def _getitem(args: tuple, kwargs: dict) -> Optional[Dict[str, Any]]:
     return {"a": a, "index": index}
 
 
+def _t(args: tuple, kwargs: dict) -> Optional[Dict[str, Any]]:
+    """``x.t()`` / ``torch.t(x)`` of a 2-d tensor: ``transpose(x, 0, 1)``. Of fewer dims it is
+    ``x`` itself, and without a shape it is not known which: no prim."""
+    if len(args) != 1 or kwargs:
+        return None
+    meta = getattr(args[0], "meta", {}).get("tensor_meta") if hasattr(args[0], "meta") else None
+    if not isinstance(meta, TensorMeta) or len(meta.shape) != 2:
+        return None
+    return {"a": args[0], "dim0": 0, "dim1": 1}
+
+
 def _reshape_spell(name: str) -> tuple:
     return (f"tensorplay:{name}", f"torch:{name}", f"method:{name}")
 
@@ -234,8 +245,10 @@ _record("view", signature=view, meta=reshape_meta("view"), spellings=("tensorpla
         reference="np.reshape({a}, {shape!r})", adapters={"method:view": _varargs("shape")})
 _record("permute", signature=permute, meta=permute_meta, spellings=_reshape_spell("permute"),
         reference="np.transpose({a}, {dims!r})", adapters={"method:permute": _varargs("dims")})
-_record("transpose", signature=transpose, meta=transpose_meta, spellings=_reshape_spell("transpose"),
-        reference="np.swapaxes({a}, {dim0!r}, {dim1!r})")
+_record("transpose", signature=transpose, meta=transpose_meta,
+        spellings=_reshape_spell("transpose") + _reshape_spell("t"),
+        reference="np.swapaxes({a}, {dim0!r}, {dim1!r})",
+        adapters={spelling: _t for spelling in _reshape_spell("t")})
 _record("unsqueeze", signature=unsqueeze, meta=unsqueeze_meta, spellings=_reshape_spell("unsqueeze"),
         reference="np.expand_dims({a}, {dim!r})")
 _record("squeeze", signature=squeeze, meta=squeeze_meta, spellings=_reshape_spell("squeeze"),
