@@ -212,13 +212,24 @@ def test_normalize_does_one_lookup_per_node(monkeypatch):
     assert all("prim" in n.meta for n in big.graph.nodes if n.op.startswith("call"))
 
 
-@pytest.mark.parametrize("framework", ["torch", "tensorplay"])
-def test_t_of_a_matrix_is_a_transpose_and_trains_as_eager(framework):
+def _t_method(x, w, v):
+    return (x @ w.t()).relu() * 2, v.t() + 1  # v is 1-d: t() is v itself, not a prim
+
+
+def _t_property(x, w, v):
+    return (x @ w.T).relu() * 2, v.t() + 1
+
+
+def _mt_property(x, w, v):  # torch only: TensorPlay tensors have no .mT
+    return (x.mT.mT @ w.mT).relu() * 2, v.t() + 1
+
+
+@pytest.mark.parametrize("framework,f", [(fw, f) for fw in ("torch", "tensorplay")
+                                         for f in (_t_method, _t_property, _mt_property)
+                                         if fw == "torch" or f is not _mt_property])
+def test_t_of_a_matrix_is_a_transpose_and_trains_as_eager(framework, f):
     import tensorplay_graph as tpg
     T = torch if framework == "torch" else tp
-
-    def f(x, w, v):
-        return (x @ w.t()).relu() * 2, v.t() + 1  # v is 1-d: t() is v itself, not a prim
 
     def make(seed):
         torch.manual_seed(seed)
@@ -228,8 +239,10 @@ def test_t_of_a_matrix_is_a_transpose_and_trains_as_eager(framework):
         return [v.requires_grad_() for v in values]
     gm = tpg.capture(f, *make(0))
     normalize(gm)
-    prims = {n.name: n.meta.get("prim") for n in gm.graph.nodes if "t" in n.name.split("_")}
-    assert [p.name if p else None for p in prims.values()] == ["transpose", None], prims
+    names = [n.meta["prim"].name if n.meta.get("prim") else None for n in gm.graph.nodes
+             if n.target == "t" or n.target is getattr]
+    transposes = 3 if f is _mt_property else 1
+    assert names == ["transpose"] * transposes + [None], names
     want_args, got_args = make(1), make(1)
     want, got = f(*want_args), tpg.compile(f)(*got_args)
     for w, g in zip(want, got):

@@ -13,6 +13,7 @@ Spellings are resolved lazily to callables of whichever frameworks are imported.
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import operator
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -165,8 +166,9 @@ def _build_tables(frameworks: Tuple[str, ...]) -> Dict[str, Any]:
     for prim in all_prims():
         for spelling in prim.spellings:
             framework, module, name = _resolve(spelling)
-            if framework == "operator":
-                functions[_key(getattr(operator, name))] = (prim, _adapter_for(prim, spelling))
+            if framework in ("operator", "builtins"):
+                module_object = operator if framework == "operator" else builtins
+                functions[_key(getattr(module_object, name))] = (prim, _adapter_for(prim, spelling))
             elif framework == "method":
                 for fw in ("torch", "tensorplay"):
                     adapter = _adapter_for(prim, spelling if fw == "torch" or

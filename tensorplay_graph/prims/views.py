@@ -217,6 +217,18 @@ def _t(args: tuple, kwargs: dict) -> Optional[Dict[str, Any]]:
     return {"a": args[0], "dim0": 0, "dim1": 1}
 
 
+def _transpose_property(args: tuple, kwargs: dict) -> Optional[Dict[str, Any]]:
+    """``x.T`` of a matrix and ``x.mT`` of a batch of them (captured as ``getattr`` nodes):
+    the last two dims swapped. Other attributes, and ``.T`` of other ranks, are no prim."""
+    if len(args) != 2 or kwargs or args[1] not in ("T", "mT"):
+        return None
+    meta = getattr(args[0], "meta", {}).get("tensor_meta") if hasattr(args[0], "meta") else None
+    if not isinstance(meta, TensorMeta) or len(meta.shape) < 2 or \
+            (args[1] == "T" and len(meta.shape) != 2):
+        return None
+    return {"a": args[0], "dim0": len(meta.shape) - 2, "dim1": len(meta.shape) - 1}
+
+
 def _reshape_spell(name: str) -> tuple:
     return (f"tensorplay:{name}", f"torch:{name}", f"method:{name}")
 
@@ -246,9 +258,10 @@ _record("view", signature=view, meta=reshape_meta("view"), spellings=("tensorpla
 _record("permute", signature=permute, meta=permute_meta, spellings=_reshape_spell("permute"),
         reference="np.transpose({a}, {dims!r})", adapters={"method:permute": _varargs("dims")})
 _record("transpose", signature=transpose, meta=transpose_meta,
-        spellings=_reshape_spell("transpose") + _reshape_spell("t"),
+        spellings=_reshape_spell("transpose") + _reshape_spell("t") + ("builtins:getattr",),
         reference="np.swapaxes({a}, {dim0!r}, {dim1!r})",
-        adapters={spelling: _t for spelling in _reshape_spell("t")})
+        adapters={**{spelling: _t for spelling in _reshape_spell("t")},
+                  "builtins:getattr": _transpose_property})
 _record("unsqueeze", signature=unsqueeze, meta=unsqueeze_meta, spellings=_reshape_spell("unsqueeze"),
         reference="np.expand_dims({a}, {dim!r})")
 _record("squeeze", signature=squeeze, meta=squeeze_meta, spellings=_reshape_spell("squeeze"),
