@@ -14,7 +14,9 @@ offset (coalesced). Coordinates known to unravel a row-major flat index (the out
 offset, through views whose ``IndexMap.keeps_flat`` and through trailing broadcasts)
 keep it, so a row-major input read there uses that index, not a sum of coordinate products:
 a reshape round trip (``(128, 50257) -> (128, 29, 1733) -> (2, 64, 50257)``, as a split
-reduction's backward reads its logits) loads contiguously.
+reduction's backward reads its logits) loads contiguously. A row-major output whose trailing
+dims hold at least :data:`ROW_WALK_MIN` elements may be walked by rows instead (one program
+per block of one row), when that makes per-row operands scalar loads (:func:`row_split`).
 """
 
 from __future__ import annotations
