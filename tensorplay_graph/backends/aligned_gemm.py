@@ -136,10 +136,11 @@ def aligned_matmul(a: Any, b: Any, shared: Any = None) -> Any:
     if plan is None:
         return torch.matmul(a, b)
     pad_m, pad_k, pad_n, copy_a, copy_b = plan
-    if lhs is None and pad_n and not pad_k and b.stride() == (1, b.shape[0]):
+    if lhs is None and pad_n:
         # ``a @ W.t()`` with W (N, K) contiguous is ``linear(a, W)``: eager's layout written in
         # place, not a padded product and its copy (``x @ wte.weight.T``; GPT-2's LM head
-        # written so: 0.475 ms of copy per call, H200, ``benchmarks/loss_walk_gpu.py``)
+        # written so: 0.475 ms of copy per call, H200, ``benchmarks/loss_walk_gpu.py``).
+        # interleaved_linear declines every other layout.
         out = interleaved_linear(a, b.t(), None, b.shape[1])
         if out is not None:
             return out

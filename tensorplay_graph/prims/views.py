@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ShapeError
-from ..ir.meta import TensorMeta, contiguous_strides
+from ..ir.meta import TensorMeta, contiguous_strides, tensor_meta_of
 from . import register
 from .indexing import index_items
 from .record import Prim
@@ -209,10 +209,8 @@ def _getitem(args: tuple, kwargs: dict) -> Optional[Dict[str, Any]]:
 def _t(args: tuple, kwargs: dict) -> Optional[Dict[str, Any]]:
     """``x.t()`` / ``torch.t(x)`` of a 2-d tensor: ``transpose(x, 0, 1)``. Of fewer dims it is
     ``x`` itself, and without a shape it is not known which: no prim."""
-    if len(args) != 1 or kwargs:
-        return None
-    meta = getattr(args[0], "meta", {}).get("tensor_meta") if hasattr(args[0], "meta") else None
-    if not isinstance(meta, TensorMeta) or len(meta.shape) != 2:
+    meta = tensor_meta_of(args[0]) if len(args) == 1 and not kwargs else None
+    if meta is None or len(meta.shape) != 2:
         return None
     return {"a": args[0], "dim0": 0, "dim1": 1}
 
@@ -222,9 +220,8 @@ def _transpose_property(args: tuple, kwargs: dict) -> Optional[Dict[str, Any]]:
     the last two dims swapped. Other attributes, and ``.T`` of other ranks, are no prim."""
     if len(args) != 2 or kwargs or args[1] not in ("T", "mT"):
         return None
-    meta = getattr(args[0], "meta", {}).get("tensor_meta") if hasattr(args[0], "meta") else None
-    if not isinstance(meta, TensorMeta) or len(meta.shape) < 2 or \
-            (args[1] == "T" and len(meta.shape) != 2):
+    meta = tensor_meta_of(args[0])
+    if meta is None or len(meta.shape) < 2 or (args[1] == "T" and len(meta.shape) != 2):
         return None
     return {"a": args[0], "dim0": len(meta.shape) - 2, "dim1": len(meta.shape) - 1}
 

@@ -114,7 +114,7 @@ def _cross_entropy(jgm: Any, node: Node) -> None:
             or xm.dtype not in ("float32", "float64") or tm.dtype not in ("int64", "int32")):
         return
     graph = jgm.graph
-    # int32 class indices: the kernels read one per logit (from cache), half of int64's bytes
+    # int32 class indices: generated kernels compute them (IOTA); eager nodes read the constant
     name = f"_iota32_{xm.shape[1]}_{xm.device.replace(':', '_')}"
     if not jgm._has_attr(name):
         jgm._set_attr(name, torch.arange(xm.shape[1], device=xm.device, dtype=torch.int32))

@@ -69,7 +69,7 @@ def render_rows(desc: KernelDesc, layout: Layout) -> KernelSource:
     loads = {}
     for i, arg in enumerate(desc.inputs):
         line = f"{INDENT}{arg.name} = " + operand_expr(arg, offsets[i],
-                                                    None if arg.per_row else mask)
+                                                       None if arg.per_row else mask)
         if arg.per_row:
             lines.append(line)
         else:
