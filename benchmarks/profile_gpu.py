@@ -6,6 +6,8 @@ Prints JSON lines: the call (CUDA events), the CUDA-graph replay alone, the CPU 
 call without synchronizing, and torch.profiler's top kernels by CUDA time over 3 calls (ours
 without CUDA graphs, so that each kernel shows). ``train`` profiles one training step instead
 (``training_gpu.step``: forward, loss, backward), with the host-side ops that cost the most.
+Kernels that are not GEMMs, attention or our own (fills, copies, memsets) are listed with the
+framework op that launched them and its callers (``"who"`` lines).
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ def profile_calls(name, mode, fn, args, calls=3, host_ops=0):
     for e in events[:40]:
         print(json.dumps({"ms": round(e.self_device_time_total / calls / 1e3, 4), "n": e.count // calls,
                           "kernel": e.key[:110]}))
+    who(fn, args)
     if host_ops:
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for _ in range(calls):
@@ -104,6 +107,31 @@ def profile_calls(name, mode, fn, args, calls=3, host_ops=0):
         for e in ops[:host_ops]:
             print(json.dumps({"host_ms": round(e.self_cpu_time_total / calls / 1e3, 4),
                               "n": e.count // calls, "op": e.key[:110]}))
+
+
+_SMALL = ("Fill", "elementwise_kernel", "Memset", "gather", "copy", "Copy", "cutlass_80")
+
+
+def who(fn, args):
+    """One call: per kernel whose name has one of ``_SMALL``, the op chain that launched it."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn(*args)
+        torch.cuda.synchronize()
+    seen = {}
+    for event in prof.events():
+        for kernel in getattr(event, "kernels", []) or []:
+            name = getattr(kernel, "name", str(kernel))
+            if not any(s in name for s in _SMALL):
+                continue
+            chain, parent = [event.name], event.cpu_parent
+            while parent is not None and len(chain) < 5:
+                chain.append(parent.name)
+                parent = parent.cpu_parent
+            key = (name[:60], " < ".join(chain))
+            seen[key] = seen.get(key, 0) + 1
+    for (kernel, chain), n in sorted(seen.items(), key=lambda kv: -kv[1]):
+        print(json.dumps({"who": chain, "kernel": kernel, "n": n}))
 
 
 if __name__ == "__main__":

@@ -171,7 +171,7 @@ def explain(fn: Any, *example_inputs: Any,
     passes = build_passes(tuple(example_inputs), usable, upto=PLANNING_PASSES[-1],
                           layout=layout)
     if device is not None:
-        at = [name for name, _ in passes].index("channels_last")
+        at = [name for name, _ in passes].index("decompose")
         passes.insert(at, ("assume_device", lambda g: _relabel_device(g, device)))
     manager = PassManager(passes, debug_dir=debug_dir)  # lints in debug / test mode
     gm = manager(gm)

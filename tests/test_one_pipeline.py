@@ -84,12 +84,13 @@ def test_explain_runs_the_planning_passes_of_the_pipeline():
     plan = tpg.explain(lambda t: t.exp() + 1, x, backend="reference")
     assert tuple(plan.timings) == PLANNING_PASSES == PASS_NAMES[:PASS_NAMES.index("partition") + 1]
     # Planning another device's backend re-labels the tensors right before the first pass
-    # that decides by device (channels_last, then the backends); the rest is the same list.
+    # that decides by device (decompose's cuBLASLt rewrite, channels_last, then the
+    # backends); the rest is the same list.
     relabelled = tpg.explain(lambda t: t.exp() + 1, x, backend="reference", assume_device="cuda")
     names = list(relabelled.timings)
     assert names.pop(names.index("assume_device")) and tuple(names) == PLANNING_PASSES
     assert list(relabelled.timings).index("assume_device") == \
-        PLANNING_PASSES.index("channels_last")
+        PLANNING_PASSES.index("decompose")
 
 
 def test_one_backend_preference_list():

@@ -17,6 +17,7 @@ from tensorplay_graph.frameworks import tensor_meta
 from tensorplay_graph.ir.meta import TensorMeta
 from tensorplay_graph.prims.losses import cross_entropy_rows
 from tensorplay_graph.prims.nn import batch_norm_channels
+from tensorplay_graph.prims.matmul import addmm_gelu
 from tensorplay_graph.prims.pointwise import REFERENCE_NAMESPACE
 from tensorplay_graph.prims.rules import broadcast_shapes, promote_types, result_type
 
@@ -136,6 +137,8 @@ CASES = [
       for k in (1, 2, 3)],
     Case("batch_norm", lambda m, a, rm, rv: m.nn.functional.batch_norm(a, rm, rv), (arr((2, 3, 4)), arr((3,)),
          arr((3,), **POS)), lambda a, rm, rv: dict(a=a, running_mean=rm, running_var=rv)),
+    Case("addmm_gelu", lambda m, c, a, b: addmm_gelu(c, a, b), (arr((5,)), arr((3, 4)), arr((4, 5))),
+         lambda c, a, b: dict(c=c, a=a, b=b), frameworks=("torch",)),
     Case("max_pool2d", lambda m, a: m.nn.functional.max_pool2d(a, 3, 2, 1, ceil_mode=True),
          (arr((2, 3, 8, 7)),), lambda a: dict(a=a, kernel_size=3, stride=2, padding=1,
                                                ceil_mode=True), frameworks=("torch",)),

@@ -17,6 +17,8 @@
 * ``x.split(n, dim)`` / ``x.chunk(k, dim)`` whose pieces are all taken by index (``q, k, v =
   qkv.split(d, 2)``) become one basic slice of ``x`` per piece (views of ``x``, as eager's
   pieces are), so a kernel reading a piece reads ``x`` by index arithmetic.
+* A torch CUDA half-precision ``addmm`` / ``linear`` followed by a tanh-GELU becomes one
+  ``addmm_gelu`` (cuBLASLt's epilogue; :mod:`.gemm_activation`).
 
 Runs after ``shape_prop`` (it reads ``tensor_meta``) and gives every new node its
 ``prim``, ``prim_args`` and ``tensor_meta``. Training-mode calls are left as they are.
@@ -34,6 +36,7 @@ from .. import prims
 from ..ir.meta import TensorMeta
 from ..ir.node import Node, map_arg
 from .decompose_losses import decompose_cross_entropy
+from .gemm_activation import fuse_gemm_activations
 from .normalize import graph_framework
 
 log = logging.getLogger(__name__)
@@ -219,6 +222,7 @@ def decompose(gm: Any) -> Any:
             rewritten += _batch_norm(node, framework)
         elif prim.name == "cross_entropy":
             rewritten += decompose_cross_entropy(node, framework)
+    rewritten += fuse_gemm_activations(gm, framework)
     if removed or rewritten:
         from .normalize import normalize
         normalize(gm)  # readers' prim_args still name the replaced nodes

@@ -7,6 +7,7 @@ which arguments are the matrices, and the epilogue over the accumulator.
 from __future__ import annotations
 
 from ..errors import ShapeError
+from ..frameworks import adapter_for
 from ..ir.meta import TensorMeta
 from . import register
 from .lowering import Gemm
@@ -128,3 +129,18 @@ _record("bmm", signature=bmm, meta=bmm_meta, spellings=_spell("bmm"), reference=
         gemm=Gemm(), aliases=_MATRIX_ALIASES)
 _record("addmm", signature=addmm, meta=addmm_meta, spellings=_spell("addmm"), reference=_addmm_ref,
         gemm=Gemm(epilogue=_addmm_epilogue, epilogue_operands=("c",)), aliases=_MATRIX_ALIASES)
+
+
+def addmm_gelu(c, a, b):
+    """``gelu(addmm(c, a, b), approximate="tanh")`` in one cuBLASLt call: the bias and the
+    activation run in the GEMM's epilogue (``torch._addmm_activation``). Made only by the
+    ``decompose`` pass, for torch CUDA half-precision GEMMs whose tanh-GELU nothing else
+    reads before the activation; torch falls back to ``addmm`` + ``gelu_`` where cuBLASLt
+    cannot take the call."""
+    return adapter_for(a).module._addmm_activation(c, a, b, use_gelu=True)
+
+
+register(Prim(name="addmm_gelu", kind="opaque", signature=addmm_gelu,
+              meta=lambda c, a, b: addmm_meta(c, a, b),
+              spellings=("tensorplay_graph.prims.matmul:addmm_gelu",), traits={"fresh"},
+              doc="cuBLASLt GEMM with its bias + tanh-GELU epilogue (torch._addmm_activation)"))
