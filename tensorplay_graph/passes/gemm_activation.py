@@ -9,9 +9,13 @@ The rewrite takes ``addmm(c, a, b)`` (``beta = alpha = 1``, ``c`` a 1-d bias of 
 ``linear(a, w, bias)``, optionally one ``view`` / ``reshape`` of its result, and the tanh-GELU
 of that: the ``gelu`` prim with ``approximate="tanh"`` or the formula models spell out,
 ``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))`` in any association of its
-products and sums. Every value in between must be read only by the pattern. Only torch CUDA
-float16 / bfloat16 programs change (``TPG_CUBLASLT_GELU=0`` turns the rewrite off). The result differs from eager only in rounding: eager
-rounds the product and each step of the formula to the dtype, the epilogue rounds once.
+products and sums. Every value in between must be read only by the pattern, and the
+activation only by GEMMs (through views): cuBLASLt's GELU gives +0.0 where eager's formula
+gives -0.0 (a pre-activation below about -10 in bfloat16: ``x * 0.5 * (1 + tanh(..)) = x * 0``),
+and a product never shows that sign (its sum starts from +0.0). Only torch CUDA float16 /
+bfloat16 programs change (``TPG_CUBLASLT_GELU=0`` turns the rewrite off). The values differ
+from eager's only in rounding: eager rounds the product and each step of the formula to the
+dtype, the epilogue rounds once.
 """
 
 from __future__ import annotations
@@ -195,6 +199,26 @@ def _gemm_operands(node: Node) -> Optional[Tuple[Node, Node, Any]]:
     return bias, a, b
 
 
+_MATRIX_OPERANDS = {"matmul": ("a", "b"), "bmm": ("a", "b"), "addmm": ("a", "b"),
+                    "linear": ("a", "weight")}
+
+
+def _read_only_as_gemm_operand(value: Node, depth: int = 0) -> bool:
+    """Every reader of ``value`` multiplies it as a matrix, directly or through views."""
+    if not value.users or depth > 8:
+        return False
+    for user in value.users:
+        name, args = _prim(user), _args(user)
+        if name in _MATRIX_OPERANDS:
+            if not any(args.get(key) is value for key in _MATRIX_OPERANDS[name]) or \
+                    any(v is value for k, v in args.items() if k not in _MATRIX_OPERANDS[name]):
+                return False
+        elif name is None or user.meta["prim"].kind != "view" or \
+                not _read_only_as_gemm_operand(user, depth + 1):
+            return False
+    return True
+
+
 def _only_read_by(values: Iterable[Node], readers: Set[Node]) -> bool:
     return all(set(v.users) <= readers for v in values)
 
@@ -254,7 +278,8 @@ def fuse_gemm_activations(gm: Any, framework: str, devices: Tuple[str, ...] = ("
         if not isinstance(gemm, Node) or _gemm_operands(gemm) is None or meta is None or \
                 str(meta.device).split(":")[0] not in devices:
             continue
-        if not _only_read_by([n for n in nodes if n is not out], nodes) or \
+        if not _read_only_as_gemm_operand(out) or \
+                not _only_read_by([n for n in nodes if n is not out], nodes) or \
                 not _only_read_by([x], nodes) or \
                 (view is not None and not _only_read_by([gemm], {view})):
             continue
