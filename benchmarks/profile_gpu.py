@@ -54,6 +54,7 @@ def main():
         torch.cuda.synchronize()
         row["state"] = getattr(runner, "cuda_graphs", None)
         print(json.dumps(row), flush=True)
+        host_profile(fn, args)
         profile_calls(name, mode, tpg.compile(model, options={"cuda_graphs": False}), args)
 
 
@@ -107,6 +108,25 @@ def profile_calls(name, mode, fn, args, calls=3, host_ops=0):
         for e in ops[:host_ops]:
             print(json.dumps({"host_ms": round(e.self_cpu_time_total / calls / 1e3, 4),
                               "n": e.count // calls, "op": e.key[:110]}))
+
+
+def host_profile(fn, args, calls=200, top=25):
+    """cProfile of ``calls`` steady calls (graphs on, one sync per call, as ``steady_ms``
+    times them): where the host time before and around each replay goes."""
+    import cProfile
+    import pstats
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        fn(*args)
+        torch.cuda.synchronize()
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:top]  # by own time
+    for (path, line, name), (_, ncalls, tottime, cumtime, _) in rows:
+        print(json.dumps({"host_us_per_call": round(tottime / calls * 1e6, 2),
+                          "cum_us": round(cumtime / calls * 1e6, 2), "n": ncalls // calls,
+                          "fn": f"{path.rsplit('/', 2)[-1]}:{line}:{name}"}))
 
 
 _SMALL = ("Fill", "elementwise_kernel", "Memset", "gather", "copy", "Copy", "cutlass_80")
