@@ -37,6 +37,7 @@ class CpuGraphs:
     is_tensor = staticmethod(lambda v: isinstance(v, torch.Tensor))
     warm_up = staticmethod(lambda fn, args, pool=None: fn(*args))
     storage_uses = staticmethod(TorchGraphs.storage_uses)
+    storage_counter = staticmethod(TorchGraphs.storage_counter)
     pool_handle = staticmethod(list)
 
     @staticmethod

@@ -272,22 +272,29 @@ def _trains_like_eager(model):
 
 
 class MaskedAttention(Attention):
-    """Attention through a constant boolean mask, as transformers 4.57 builds it under a
-    compiler (``is_compiling()``): the causal one, or one that also hides a key."""
+    """Attention through a boolean mask the forward builds, as transformers 4.57 builds it
+    under a compiler (``is_compiling()``): the causal one, or one that also hides a key.
+    ``buffer``: the causal mask is a buffer instead, which the caller may write."""
 
-    def __init__(self, hide_key=None, t=8):
+    def __init__(self, hide_key=None, buffer=False):
         super().__init__()
-        mask = torch.ones(t, t, dtype=torch.bool).tril()
-        if hide_key is not None:
-            mask[hide_key + 1:, hide_key] = False
-        self.register_buffer("mask", mask[None, None].expand(2, 1, t, t).clone())
+        self.hide_key = hide_key
+        if buffer:
+            mask = torch.ones(8, 8, dtype=torch.bool).tril()
+            self.register_buffer("mask", mask[None, None].expand(2, 1, 8, 8).clone())
 
     def forward(self, x):
         b, t, _ = x.shape
         q = self.q(x).view(b, t, self.heads, self.dim).transpose(1, 2)
         k, v = (y.view(b, t, self.kv_heads, self.dim).transpose(1, 2)
                 for y in self.kv(x).split(self.kv_heads * self.dim, dim=2))
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask, is_causal=False)
+        mask = getattr(self, "mask", None)
+        if mask is None:
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+            if self.hide_key is not None:
+                mask[self.hide_key + 1:, self.hide_key] = False
+            mask = mask[None, None].expand(b, 1, t, t)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=False)
         return out.float().pow(2).mean()
 
 
@@ -296,6 +303,25 @@ def test_a_constant_causal_mask_becomes_is_causal_and_any_other_mask_keeps_the_t
     torch.manual_seed(0)
     explain = _trains_like_eager(MaskedAttention(hide_key))
     assert ("opaque" in explain) == (hide_key is not None), explain
+
+
+def test_a_causal_mask_buffer_is_read_each_call_not_folded():
+    """The caller may write a buffer between calls: a causal mask kept in one is not turned
+    into ``is_causal`` (a write hiding a key is seen by the next step, as in eager)."""
+    torch.manual_seed(0)
+    model = MaskedAttention(buffer=True)
+    assert "opaque" in _trains_like_eager(model)
+    x = torch.randn(2, 8, 16)
+    compiled = tpg.compile(model, options=OPTIONS)
+    compiled(x).backward()
+    model.mask[:, :, 3:, 2] = False
+    model.zero_grad()
+    model(x).backward()
+    want = _grads(model)
+    model.zero_grad()
+    compiled(x).backward()
+    for name, grad in _grads(model).items():
+        torch.testing.assert_close(grad, want[name], rtol=1e-4, atol=1e-6, msg=name)
 
 
 def test_a_pair_that_differs_from_the_math_kernel_keeps_the_tape(monkeypatch):

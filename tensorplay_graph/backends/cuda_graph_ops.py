@@ -127,3 +127,10 @@ class TorchGraphs:
     def storage_uses(tensor: Any) -> int:
         """How many tensors (views included) share ``tensor``'s storage."""
         return _use_count()(tensor.untyped_storage()._cdata)
+
+    @staticmethod
+    def storage_counter(tensor: Any) -> Callable[[], int]:
+        """A function giving :meth:`storage_uses` of ``tensor`` now, without making a storage
+        object per call (a replay checks every output first: 2 us each this way, 0.5 us
+        without; valid while ``tensor`` lives)."""
+        return functools.partial(_use_count(), tensor.untyped_storage()._cdata)

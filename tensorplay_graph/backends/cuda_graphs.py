@@ -44,6 +44,7 @@ CUDA error (:mod:`.cuda_graph_capture`) in the WARNING and in ``explain()``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import weakref
@@ -114,6 +115,7 @@ class CudaGraphRunner:
         # liveness is watched, and how each output is handed out.
         self._watched: List[Any] = []
         self._watched_at: List[int] = []  # their output positions
+        self._storage_counts: List[Callable[[], int]] = []  # per watched output
         self._handout: List[int] = []  # _AS_IS, _ALIAS or _COPY per output
         self._rewarmed = False
         #: why the last capture failed: {"text", "node", "kernels", "error", "final"}
@@ -251,6 +253,9 @@ class CudaGraphRunner:
         self._watched_at = [i for i, v in enumerate(self._outs)
                             if i not in self._copy_out and self.ops.is_tensor(v)]
         self._watched = [self._outs[i] for i in self._watched_at]
+        counter = getattr(self.ops, "storage_counter", None) or \
+            (lambda t: functools.partial(self.ops.storage_uses, t))
+        self._storage_counts = [counter(leaf) for leaf in self._watched]
         self._handout = [_handout(self.ops, v, i in self._copy_out)
                          for i, v in enumerate(self._outs)]
         self._baseline = self._counts()
@@ -296,14 +301,15 @@ class CudaGraphRunner:
 
     def _drop_graph(self) -> None:
         self._graph, self._outs, self._watched, self._watched_at = None, [], [], []
+        self._storage_counts = []
         self._baseline, self._handout = [], []
 
     # -- outputs ---------------------------------------------------------------------------
     def _counts(self) -> List[Tuple[int, int]]:
         """Per watched output: the references to its tensor object (the runner's two plus
         the loop's) and to its storage; one expression for the baseline and every check."""
-        uses = self.ops.storage_uses
-        return [(sys.getrefcount(leaf), uses(leaf)) for leaf in self._watched]
+        return [(sys.getrefcount(leaf), uses())
+                for leaf, uses in zip(self._watched, self._storage_counts)]
 
     def _held_outputs(self) -> set:
         """Positions of the graph's output buffers that a tensor (or view) handed out by the

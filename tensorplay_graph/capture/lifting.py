@@ -49,6 +49,7 @@ class Lifted:
         self._sources[id(value)] = (value, version)
         self._proxies[id(value)] = proxy
         self.made_inside.add(proxy.node.target)
+        proxy.node.meta["made_by_program"] = True  # not the caller's: passes may read its value
         self._constants.append((proxy.node.target, value, version))
         return proxy
 

@@ -17,6 +17,8 @@
 * ``x.split(n, dim)`` / ``x.chunk(k, dim)`` whose pieces are all taken by index (``q, k, v =
   qkv.split(d, 2)``) become one basic slice of ``x`` per piece (views of ``x``, as eager's
   pieces are), so a kernel reading a piece reads ``x`` by index arithmetic.
+* An attention call given a causal boolean mask the program made becomes ``is_causal=True``
+  (:mod:`.causal_attention`).
 * A torch CUDA half-precision ``addmm`` / ``linear`` followed by a tanh-GELU becomes one
   ``addmm_gelu`` (cuBLASLt's epilogue; :mod:`.gemm_activation`).
 
@@ -36,6 +38,7 @@ from .. import prims
 from ..ir.meta import TensorMeta
 from ..ir.node import Node, map_arg
 from .decompose_losses import decompose_cross_entropy
+from .causal_attention import causal_masks_to_flags
 from .gemm_activation import fuse_gemm_activations
 from .normalize import graph_framework
 
@@ -223,6 +226,7 @@ def decompose(gm: Any) -> Any:
         elif prim.name == "cross_entropy":
             rewritten += decompose_cross_entropy(node, framework)
     rewritten += fuse_gemm_activations(gm, framework)
+    causal_masks_to_flags(gm, framework)  # arguments only: nothing to normalize again
     if removed or rewritten:
         from .normalize import normalize
         normalize(gm)  # readers' prim_args still name the replaced nodes

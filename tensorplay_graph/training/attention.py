@@ -21,6 +21,7 @@ import operator
 from typing import Any, Dict, Optional, Tuple
 
 from ..ir.meta import TensorMeta, tensor_meta_of
+from ..passes.causal_attention import causal_constant
 from ..ir.node import Node
 
 log = logging.getLogger("tensorplay_graph.compile")
@@ -177,25 +178,6 @@ def _unsupported(params: Dict[str, Any], metas: Tuple[Any, ...]) -> Optional[str
     return None
 
 
-def _causal_constant(mask: Any, root: Any, length: int, kv_length: int) -> bool:
-    """Whether ``mask`` is a constant boolean causal mask over square scores: what
-    transformers builds when it sees a compiler tracing (our capture) instead of passing
-    ``is_causal=True``. Such a mask and ``is_causal=True`` select the same scores."""
-    import torch
-    if not isinstance(mask, Node) or mask.op != "get_attr" or root is None or length != kv_length:
-        return False
-    from ..ir.graph_module import get_attr_path
-    try:
-        value = get_attr_path(root, mask.target)
-    except AttributeError:
-        return False
-    if not isinstance(value, torch.Tensor) or value.dtype != torch.bool or value.dim() < 2 or \
-            tuple(value.shape[-2:]) != (length, kv_length):
-        return False
-    causal = torch.ones(length, kv_length, dtype=torch.bool, device=value.device).tril()
-    return bool(torch.equal(value, causal.expand_as(value)))
-
-
 def rewrite_attention(node: Node, replace: Any, root: Any = None) -> None:
     """Replace an SDPA call by the verified fused forward op (see module docstring); a
     constant causal mask (read from ``root``, the graph's module) becomes ``is_causal``."""
@@ -208,7 +190,7 @@ def rewrite_attention(node: Node, replace: Any, root: Any = None) -> None:
     q_meta, k_meta = (tensor_meta_of(params.get(name)) for name in ("query", "key"))
     if params.get("attn_mask") is not None and not params.get("is_causal", False) and \
             q_meta is not None and k_meta is not None and \
-            _causal_constant(params["attn_mask"], root, q_meta.shape[-2], k_meta.shape[-2]):
+            causal_constant(params["attn_mask"], root, q_meta.shape[-2], k_meta.shape[-2]):
         params["attn_mask"], params["is_causal"] = None, True
     metas = tuple(tensor_meta_of(params.get(name)) for name in _PARAMS[:3])
     causal, scale = bool(params.get("is_causal", False)), params.get("scale")
