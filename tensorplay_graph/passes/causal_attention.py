@@ -9,7 +9,8 @@ mask (as many queries as keys) torch's causal alignment is the mask's, and every
 at least one key, so the attention weights are the same numbers.
 
 Only masks the program made while it was captured change: a ``_const`` (``capture``'s
-``meta["made_by_program"]``), read through ``expand`` / ``view`` at most, whose value is
+``meta["made_by_program"]``), read through views that keep its last two sizes at most
+(``mask[None, None].expand(b, 1, s, s)``), whose value is
 the lower triangle of ones for every broadcast entry. A parameter, buffer or global is left
 alone: the caller may write it between calls. Only torch's attention, without dropout.
 """
@@ -43,6 +44,9 @@ def causal_constant(mask: Any, root: Any, queries: Optional[int], keys: Optional
     what transformers builds when a compiler traces it instead of passing ``is_causal=True``.
     Such a mask and ``is_causal=True`` select the same scores."""
     while isinstance(mask, Node) and mask.op == "call_method" and mask.target in _MASK_VIEWS:
+        # a view keeping the last two sizes keeps every (query, key) entry where it was
+        if _last_two(mask) != (queries, keys) or _last_two(mask.args[0]) != (queries, keys):
+            return False
         mask = mask.args[0]
     if not (isinstance(mask, Node) and mask.op == "get_attr" and mask.meta.get("made_by_program")) \
             or root is None or queries is None or queries != keys:
@@ -57,6 +61,11 @@ def causal_constant(mask: Any, root: Any, queries: Optional[int], keys: Optional
         return False
     causal = torch.ones(queries, keys, dtype=torch.bool, device=value.device).tril()
     return bool(torch.equal(value, causal.expand_as(value)))
+
+
+def _last_two(value: Any) -> Optional[tuple]:
+    meta = value.meta.get("tensor_meta") if isinstance(value, Node) else None
+    return tuple(meta.shape[-2:]) if isinstance(meta, TensorMeta) and meta.ndim >= 2 else None
 
 
 def _seq(value: Any) -> Optional[int]:
