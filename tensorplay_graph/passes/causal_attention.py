@@ -78,9 +78,9 @@ def causal_masks_to_flags(gm: Any, framework: str) -> int:
     graph = getattr(gm, "graph", None)
     if framework != "torch" or graph is None:
         return 0
-    done = 0
+    done, attention = 0, adapter_for("torch").functional().scaled_dot_product_attention
     for node in list(graph.nodes):
-        if not is_attention(node) or len(node.args) > 3:
+        if node.op != "call_function" or node.target is not attention or len(node.args) > 3:
             continue
         kwargs = dict(node.kwargs)
         if kwargs.get("dropout_p", 0.0) != 0.0 or kwargs.get("is_causal", False) is not False:

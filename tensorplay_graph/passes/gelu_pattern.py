@@ -63,7 +63,7 @@ def _poly(value: Any, x: Node, seen: Set[Node], depth: int = 0) -> Optional[Poly
     if value is x:
         return {1: 1.0}
     name = prim_name(value)
-    if name is None or depth > 16:
+    if name is None or depth > 8:  # the formula is 4 deep; bounds the walk of a shared DAG
         return None
     args = prim_args(value)
     if name in ("add", "sub"):
@@ -107,15 +107,18 @@ def _is(p: Optional[Poly], expected: Poly) -> bool:
     return all(_close(p.get(i, 0.0), expected.get(i, 0.0)) for i in powers)
 
 
-def _factors(value: Any, seen: Set[Node], out: List[Any]) -> float:
-    """Flatten a product tree into its non-scalar factors (``out``); returns the scalar part."""
+def _factors(value: Any, seen: Set[Node], out: List[Any], depth: int = 0) -> float:
+    """Flatten a product tree into its non-scalar factors (``out``); returns the scalar part.
+    Past a few levels the rest counts as one factor (no GELU is that deep; a long chain of
+    products must not cost a walk per node)."""
     c = _scalar(value)
     if c is not None:
         return c
-    if prim_name(value) == "mul":
+    if prim_name(value) == "mul" and depth < 4:
         args = prim_args(value)
         seen.add(value)
-        return _factors(args.get("a"), seen, out) * _factors(args.get("b"), seen, out)
+        return _factors(args.get("a"), seen, out, depth + 1) * \
+            _factors(args.get("b"), seen, out, depth + 1)
     out.append(value)
     return 1.0
 

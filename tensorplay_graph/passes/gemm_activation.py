@@ -125,7 +125,9 @@ def fuse_gemm_activations(gm: Any, framework: str, devices: Tuple[str, ...] = ("
     graph = getattr(gm, "graph", gm)
     done = 0
     for out in list(graph.nodes):
-        if out.graph is not graph or _prim(out) not in ("gelu", "mul"):
+        meta = _tensor_meta(out)
+        if out.graph is not graph or _prim(out) not in ("gelu", "mul") or meta is None or \
+                meta.dtype not in _DTYPES or str(meta.device).split(":")[0] not in devices:
             continue
         found = tanh_gelu_input(out)
         if found is None:
@@ -133,9 +135,7 @@ def fuse_gemm_activations(gm: Any, framework: str, devices: Tuple[str, ...] = ("
         x, nodes = found
         view = x if _prim(x) in ("view", "reshape") and x.op == "call_method" else None
         gemm = _args(view).get("a") if view is not None else x
-        meta = _tensor_meta(out)
-        if not isinstance(gemm, Node) or _gemm_operands(gemm) is None or meta is None or \
-                str(meta.device).split(":")[0] not in devices:
+        if not isinstance(gemm, Node) or _gemm_operands(gemm) is None:
             continue
         if not _read_only_as_gemm_operand(out) or \
                 not _only_read_by([n for n in nodes if n is not out], nodes) or \
