@@ -19,9 +19,10 @@ backend="tensorplay_graph")`` (AOTAutograd) or ``tp.compile(fn, backend="tensorp
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -242,7 +243,32 @@ def _frontend_quirk(program: Program, entry: str) -> Optional[str]:
         # (``grad * s + x * 0.125``, not linear in grad) counts its second term once; the
         # same with TensorPlay's own default backend
         return "skip: tp.compile merges equal custom-op calls (CSE)"
+    if _scalar_twins(program):
+        # seed 99990776: ``0 - x0`` and ``-0.0 - x0`` on a bool x0 become one node in
+        # tp.compile's graph (Python's 0 == -0.0), so the float result is the int one
+        return "skip: tp.compile merges calls whose scalars compare equal (0 / -0.0, 1 / 1.0)"
     return "no grad-mode guard in tp.compile"
+
+
+_NUMBER = re.compile(r"(?<![\w{.])-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w}])|\b(?:True|False)\b")
+
+
+def _scalar_twins(program: Program) -> bool:
+    """Two statements that differ only in scalars that compare equal in Python (``0`` /
+    ``-0.0`` / ``0.0``, ``1`` / ``1.0`` / ``True``)."""
+    def number(text: str) -> float:
+        return {"True": 1.0, "False": 0.0}.get(text) if text in ("True", "False") else float(text)
+    seen: Dict[Tuple[str, tuple, tuple], set] = {}
+    for s in program.stmts:
+        if s.out is None:
+            continue
+        literals = _NUMBER.findall(s.code)
+        key = (_NUMBER.sub("#", s.code), tuple(number(t) for t in literals), tuple(s.args))
+        spellings = seen.setdefault(key, set())
+        spellings.add(tuple(literals))
+        if len(spellings) > 1:
+            return True
+    return False
 
 
 class Levels:
