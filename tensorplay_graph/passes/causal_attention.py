@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from ..frameworks import adapter_for
 from ..ir.graph_module import get_attr_path
-from ..ir.meta import TensorMeta
+from ..ir.meta import tensor_meta_of
 from ..ir.node import Node
 
 log = logging.getLogger(__name__)
@@ -64,13 +64,13 @@ def causal_constant(mask: Any, root: Any, queries: Optional[int], keys: Optional
 
 
 def _last_two(value: Any) -> Optional[tuple]:
-    meta = value.meta.get("tensor_meta") if isinstance(value, Node) else None
-    return tuple(meta.shape[-2:]) if isinstance(meta, TensorMeta) and meta.ndim >= 2 else None
+    meta = tensor_meta_of(value)
+    return tuple(meta.shape[-2:]) if meta is not None and meta.ndim >= 2 else None
 
 
 def _seq(value: Any) -> Optional[int]:
-    meta = value.meta.get("tensor_meta") if isinstance(value, Node) else None
-    return meta.shape[-2] if isinstance(meta, TensorMeta) and meta.ndim >= 2 else None
+    meta = tensor_meta_of(value)
+    return meta.shape[-2] if meta is not None and meta.ndim >= 2 else None
 
 
 def causal_masks_to_flags(gm: Any, framework: str) -> int:

@@ -22,17 +22,13 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Optional, Set, Tuple
 
-from ..ir.meta import TensorMeta
+from ..ir.meta import tensor_meta_of
 from ..ir.node import Node
 from .gelu_pattern import prim_args as _args, prim_name as _prim, tanh_gelu_input
 
 __all__ = ["fuse_gemm_activations"]
 
 _DTYPES = frozenset({"float16", "bfloat16"})
-
-def _tensor_meta(value: Any) -> Optional[TensorMeta]:
-    meta = value.meta.get("tensor_meta") if isinstance(value, Node) else None
-    return meta if isinstance(meta, TensorMeta) else None
 
 
 def _gemm_operands(node: Node) -> Optional[Tuple[Node, Node, Any]]:
@@ -46,8 +42,8 @@ def _gemm_operands(node: Node) -> Optional[Tuple[Node, Node, Any]]:
         bias, a, b = args.get("bias"), args.get("a"), args.get("weight")
     else:
         return None
-    metas = [_tensor_meta(v) for v in (bias, a, b)]
-    out = _tensor_meta(node)
+    metas = [tensor_meta_of(v) for v in (bias, a, b)]
+    out = tensor_meta_of(node)
     if None in metas or out is None or len(out.shape) != 2:
         return None
     mb, ma, mw = metas
@@ -97,8 +93,7 @@ def _rewrite(gemm: Node, view: Optional[Node], out: Node, nodes: Set[Node],
         made.append(fused)
     if view is not None:
         with graph.inserting_after(fused):
-            shaped = graph.call_method(view.target if view.op == "call_method" else "view",
-                                       (fused, _args(view)["shape"]))
+            shaped = graph.call_method(view.target, (fused, _args(view)["shape"]))
         made.append(shaped)
     for new in made:
         new.meta["stack"] = gemm.meta.get("stack")
@@ -124,9 +119,9 @@ def fuse_gemm_activations(gm: Any, framework: str, devices: Tuple[str, ...] = ("
         return 0
     graph = getattr(gm, "graph", gm)
     done = 0
-    for out in list(graph.nodes):
-        meta = _tensor_meta(out)
-        if out.graph is not graph or _prim(out) not in ("gelu", "mul") or meta is None or \
+    for out in list(graph.nodes):  # a rewrite erases only nodes before ``out``
+        meta = tensor_meta_of(out)
+        if _prim(out) not in ("gelu", "mul") or meta is None or \
                 meta.dtype not in _DTYPES or str(meta.device).split(":")[0] not in devices:
             continue
         found = tanh_gelu_input(out)
