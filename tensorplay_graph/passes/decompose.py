@@ -37,8 +37,8 @@ from typing import Any, Optional
 from .. import prims
 from ..ir.meta import TensorMeta
 from ..ir.node import Node, map_arg
-from .decompose_losses import decompose_cross_entropy
 from .causal_attention import causal_masks_to_flags
+from .decompose_losses import decompose_cross_entropy
 from .gemm_activation import fuse_gemm_activations
 from .normalize import graph_framework
 
