@@ -73,3 +73,15 @@ def test_a_causal_mask_the_caller_owns_is_read_on_every_call():
         torch.testing.assert_close(compiled(*args), global_mask(*args), rtol=1e-5, atol=1e-6)
     finally:
         GLOBAL_MASK[5:, 1] = True
+
+
+def test_explain_says_attention_stays_on_the_frameworks_kernels_and_why_it_reads_no_mask():
+    args = _qkv()
+    plan = tpg.explain(made_causal, *args, backend="reference")
+    (name,) = [n.name for n in plan.graph_module.graph.nodes if is_attention(n)]
+    reason = plan.barriers[name]
+    assert plan.barrier_codes[name] == "no_prim" and "flash / cuDNN" in reason, reason
+    assert "add a prim record" not in reason and "became is_causal=True" in reason, reason
+    other = tpg.explain(made_other, *args, backend="reference")
+    (name,) = [n.name for n in other.graph_module.graph.nodes if is_attention(n)]
+    assert "flash / cuDNN" in other.barriers[name] and "is_causal" not in other.barriers[name]

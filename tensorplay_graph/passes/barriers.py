@@ -19,6 +19,7 @@ from typing import Any, Dict, Optional, Sequence
 
 from ..ir.effects import (declared_mutations, declares_impure, inplace_reason,
                           op_label, prim_effect)
+from .causal_attention import attention_note
 
 __all__ = ["Barrier", "barriers", "barrier_of", "aliasing_nodes", "custom_op_of", "CODES"]
 
@@ -106,6 +107,9 @@ def barrier_of(node, backends: Sequence = (), must_alias: Optional[Dict[Any, str
         return Barrier("side_effect", f"{op_label(node)} declares _is_impure; {why}", fence=True)
     prim = node.meta.get("prim")
     if prim is None:
+        kept = attention_note(node)
+        if kept is not None:
+            return Barrier("no_prim", kept)
         return Barrier("no_prim", f"{op_label(node)} has no prim, so no backend can generate "
                        f"code for it; it runs eagerly. To fuse it, add a prim record in "
                        f"tensorplay_graph/prims")

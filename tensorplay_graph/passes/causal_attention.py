@@ -27,7 +27,7 @@ from ..ir.node import Node
 
 log = logging.getLogger(__name__)
 
-__all__ = ["causal_constant", "causal_masks_to_flags", "is_attention"]
+__all__ = ["attention_note", "causal_constant", "causal_masks_to_flags", "is_attention"]
 
 _MASK_VIEWS = frozenset({"expand", "view", "reshape", "unsqueeze"})
 
@@ -36,6 +36,23 @@ def is_attention(node: Node) -> bool:
     """A call of torch's ``scaled_dot_product_attention``."""
     return node.op == "call_function" and \
         node.target is adapter_for("torch").functional().scaled_dot_product_attention
+
+
+def attention_note(node: Node) -> Optional[str]:
+    """Why torch's attention call ``node`` runs on the framework's kernels (``explain()``'s
+    barrier line for it), or None for any other node."""
+    if node.op != "call_function" or \
+            getattr(node.target, "__name__", "") != "scaled_dot_product_attention":
+        return None
+    try:
+        if not is_attention(node):
+            return None
+    except ImportError:  # TensorPlay without torch
+        return None
+    causal = (" It reads no mask: the causal mask the program built became is_causal=True, so "
+              "the masked tiles are skipped.") if node.meta.get("causal_from_mask") else ""
+    return ("attention stays on the framework's fused kernels (flash / cuDNN / memory-efficient "
+            "on CUDA, flash on the CPU), which no backend here beats; it runs eagerly." + causal)
 
 
 def causal_constant(mask: Any, root: Any, queries: Optional[int], keys: Optional[int]) -> bool:
@@ -90,6 +107,7 @@ def causal_masks_to_flags(gm: Any, framework: str) -> int:
             continue
         kwargs["attn_mask"], kwargs["is_causal"] = None, True
         node.kwargs = kwargs
+        node.meta["causal_from_mask"] = True
         done += 1
     if done:
         log.debug("decompose: %d attention call(s) told is_causal instead of a causal mask", done)
