@@ -14,18 +14,13 @@ import math
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..ir.node import Node
+from ..prims import prim_name
 
-__all__ = ["tanh_gelu_input", "prim_name", "prim_args"]
+__all__ = ["tanh_gelu_input", "prim_args"]
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _CUBIC = 0.044715
 _REL_TOL = 1e-7
-
-
-def prim_name(node: Any) -> Optional[str]:
-    """The name of ``node``'s prim, or None (not a node, or no prim)."""
-    prim = node.meta.get("prim") if isinstance(node, Node) else None
-    return None if prim is None else prim.name
 
 
 def prim_args(node: Node) -> Dict[str, Any]:

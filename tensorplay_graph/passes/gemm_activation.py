@@ -24,7 +24,8 @@ from typing import Any, Iterable, Optional, Set, Tuple
 
 from ..ir.meta import tensor_meta_of
 from ..ir.node import Node
-from .gelu_pattern import prim_args as _args, prim_name as _prim, tanh_gelu_input
+from ..prims import prim_name as _prim
+from .gelu_pattern import prim_args as _args, tanh_gelu_input
 
 __all__ = ["fuse_gemm_activations"]
 

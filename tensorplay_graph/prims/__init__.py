@@ -23,7 +23,7 @@ from ..frameworks import adapter_for, loaded
 from .record import KINDS, Prim
 
 __all__ = ["Prim", "KINDS", "register", "unregister", "get", "all_prims", "lookup",
-           "canonical_args"]
+           "canonical_args", "prim_name"]
 
 # ``vjps`` last: it attaches reverse-mode rules to the records the others registered.
 _RECORD_MODULES = ("pointwise", "reductions", "norms", "matmul", "views", "index_maps", "effects",
@@ -227,6 +227,14 @@ def lookup_call(op: str, target: Any, args: tuple, kwargs: dict,
     prim, adapter = entry
     prim_args = adapter(tuple(args), dict(kwargs))
     return None if prim_args is None else (prim, prim_args)
+
+
+def prim_name(node: Any) -> Optional[str]:
+    """The name of the prim ``normalize`` recorded on graph node ``node``, or None (not a
+    node, or no prim)."""
+    meta = getattr(node, "meta", None)
+    prim = meta.get("prim") if isinstance(meta, dict) else None
+    return None if prim is None else prim.name
 
 
 def lookup(node: Any, framework: str = "torch") -> Optional[Tuple[Prim, Dict[str, Any]]]:

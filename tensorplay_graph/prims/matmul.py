@@ -141,6 +141,6 @@ def addmm_gelu(c, a, b):
 
 
 register(Prim(name="addmm_gelu", kind="opaque", signature=addmm_gelu,
-              meta=lambda c, a, b: addmm_meta(c, a, b),
+              meta=addmm_meta,
               spellings=("tensorplay_graph.prims.matmul:addmm_gelu",), traits={"fresh"},
               doc="cuBLASLt GEMM with its bias + tanh-GELU epilogue (torch._addmm_activation)"))

@@ -21,7 +21,7 @@ import operator
 from typing import Any, Dict, Optional, Tuple
 
 from ..ir.meta import TensorMeta, tensor_meta_of
-from ..passes.causal_attention import causal_constant
+from ..passes.causal_attention import causal_constant, is_attention
 from ..ir.node import Node
 
 log = logging.getLogger("tensorplay_graph.compile")
@@ -181,9 +181,7 @@ def _unsupported(params: Dict[str, Any], metas: Tuple[Any, ...]) -> Optional[str
 def rewrite_attention(node: Node, replace: Any, root: Any = None) -> None:
     """Replace an SDPA call by the verified fused forward op (see module docstring); a
     constant causal mask (read from ``root``, the graph's module) becomes ``is_causal``."""
-    import torch
-    if node.op != "call_function" or \
-            node.target is not torch.nn.functional.scaled_dot_product_attention:
+    if not is_attention(node):
         return
     params = dict(zip(_PARAMS, node.args))
     params.update(node.kwargs)

@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..ir.meta import IOTA, TensorMeta, tensor_meta_of
 from ..ir.node import Node
+from ..prims import prim_name
 from ..prims.losses import plain_reduction, reduce_rows
 from .attention import ATTENTION, attention_vjp, rewrite_attention
 
@@ -62,7 +63,7 @@ def simplify(jgm: Any, framework: str) -> None:
     for node in list(graph.nodes):
         if _same_device_move(node):
             _replace(node, node.args[0])
-        elif framework == "torch" and _prim_name(node) == "cross_entropy":
+        elif framework == "torch" and prim_name(node) == "cross_entropy":
             _cross_entropy(jgm, node)
         elif framework == "torch" and _torch_function(node, "scaled_dot_product_attention"):
             rewrite_attention(node, _replace, jgm)
@@ -92,11 +93,6 @@ def _same_device_move(node: Node) -> bool:
         return False
     return (out.device, out.dtype, out.shape) == (source.device, source.dtype, source.shape) and \
         not any(u.op == "output" for u in node.users)
-
-
-def _prim_name(node: Node) -> Optional[str]:
-    prim = node.meta.get("prim")
-    return None if prim is None else prim.name
 
 
 def _cross_entropy(jgm: Any, node: Node) -> None:
