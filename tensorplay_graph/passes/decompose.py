@@ -21,6 +21,9 @@
   (:mod:`.causal_attention`).
 * A torch CUDA half-precision ``addmm`` / ``linear`` followed by a tanh-GELU becomes one
   ``addmm_gelu`` (cuBLASLt's epilogue; :mod:`.gemm_activation`).
+* Small torch CUDA half-precision linear layers reading one input (attention's q / k / v
+  projections) become one GEMM over their concatenated weights and a slice per layer
+  (:mod:`.merge_linears`).
 
 Runs after ``shape_prop`` (it reads ``tensor_meta``) and gives every new node its
 ``prim``, ``prim_args`` and ``tensor_meta``. Training-mode calls are left as they are.
@@ -40,6 +43,7 @@ from ..ir.node import Node, map_arg
 from .causal_attention import causal_masks_to_flags
 from .decompose_losses import decompose_cross_entropy
 from .gemm_activation import fuse_gemm_activations
+from .merge_linears import merge_sibling_linears
 from .normalize import graph_framework
 
 log = logging.getLogger(__name__)
@@ -226,6 +230,7 @@ def decompose(gm: Any) -> Any:
         elif prim.name == "cross_entropy":
             rewritten += decompose_cross_entropy(node, framework)
     rewritten += fuse_gemm_activations(gm, framework)
+    rewritten += merge_sibling_linears(gm, framework)
     causal_masks_to_flags(gm, framework)  # arguments only: nothing to normalize again
     if removed or rewritten:
         from .normalize import normalize

@@ -189,6 +189,7 @@ def partition(gm, backends: Sequence) -> list:
     that backend as a one-node region that runs the op's registered kernel.
     """
     from ..backends.registry import resolve_backends
+    from .siblings import merge_sibling_regions
 
     backends = resolve_backends(backends)
     nodes = list(gm.graph.nodes)
@@ -213,6 +214,9 @@ def partition(gm, backends: Sequence) -> list:
         label=claims.__getitem__,
         is_fence=_is_fence,
     )
+    result = merge_sibling_regions(
+        result, nodes, {b.name for b in backends if getattr(b, "fuses_siblings", False)},
+        shape_of=_shape, is_fence=_is_fence)
     for node, rid in result.region_of.items():
         node.meta["region"] = rid
         node.meta["backend"] = result.labels[rid]
@@ -260,6 +264,11 @@ def _claim_alone(node, backends) -> None:
         node.meta["backend"] = name
     if declined:
         node.meta["declined"] = declined
+
+
+def _shape(node) -> Optional[tuple]:
+    meta = node.meta.get("tensor_meta")
+    return tuple(meta.shape) if hasattr(meta, "shape") else None
 
 
 def _is_fence(node) -> bool:

@@ -61,6 +61,9 @@ class TritonBackend:
     devices = ("cuda",)
     #: Where ``compile(backend="auto")`` picks this backend.
     profitable_devices = ("cuda",)
+    #: Regions reading one value and writing one shape may become one kernel
+    #: (``passes/siblings.py``): grouping puts pointwise work over one shape in one kernel.
+    fuses_siblings = True
 
     def __init__(self, cache_dir: Optional[str] = None) -> None:
         self.cache = KernelCache(cache_dir) if cache_dir else None
