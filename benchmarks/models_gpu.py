@@ -8,7 +8,7 @@ GPT-2 (6 layers, 768 wide, batch 8x512), Llama (4 layers, 2048 hidden, 4x512), B
 ``eager``, ``inductor`` (torch.compile default; also ``inductor_max_autotune_nocg`` and
 ``inductor_reduce_overhead``), ``ours_dynamo`` (torch.compile(backend="tensorplay_graph")),
 ``ours`` (tensorplay_graph.compile; CUDA graphs when safe), ``ours_nographs`` (the same with
-``options={"cuda_graphs": False}``) and ``ours_gemm_tilelang`` / ``ours_gemm_measure``
+``options={"cuda_graphs": False}``), ``ours_unmerged`` (planned with ``TPG_MERGE_LINEARS=0``) and ``ours_gemm_tilelang`` / ``ours_gemm_measure``
 (``options={"gemm": ...}``: every GEMM as a TileLang kernel / each GEMM's kernel raced on the
 device; ``ours`` takes cuBLAS unless a measurement is cached; rows list the choices). ``ms_holding_result``: steady ms while the caller keeps the
 previous result (``out = model(x)`` in a loop). Each row: ok / error, the max error
@@ -75,6 +75,28 @@ def first_tensor(out):
     return first_tensor(out[0])
 
 
+class FirstCallEnv:
+    """``fn`` whose first call (where ours plans and compiles) runs with ``env`` set."""
+
+    def __init__(self, fn, **env):
+        self.fn, self.env = fn, env
+
+    def __call__(self, *args):
+        if self.env is None:
+            return self.fn(*args)
+        saved = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+        try:
+            return self.fn(*args)
+        finally:
+            self.env = None
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
 def entry_points(model):
     import tensorplay_graph as tpg
     return {
@@ -86,6 +108,8 @@ def entry_points(model):
         # epilogue unless a cached measurement says TileLang); these force the other policies
         "ours_gemm_tilelang": lambda: tpg.compile(model, options={"gemm": "tilelang"}),
         "ours_gemm_measure": lambda: tpg.compile(model, options={"gemm": "measure"}),
+        # planning switches read from the environment while the first call plans
+        "ours_unmerged": lambda: FirstCallEnv(tpg.compile(model), TPG_MERGE_LINEARS="0"),
         "ours_dynamo": lambda: torch.compile(model, backend="tensorplay_graph"),
         "inductor_max_autotune_nocg": lambda: torch.compile(model, mode="max-autotune-no-cudagraphs"),
         "inductor_reduce_overhead": lambda: torch.compile(model, mode="reduce-overhead"),
