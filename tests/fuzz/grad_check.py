@@ -12,7 +12,8 @@ one whose eager results change from run to run; a program the compiler trains th
 autograd passes with its reason noted (``Outcome.detail``), never silently.
 
 Entry points (``ENTRIES``): ``reference`` -- ``tensorplay_graph.compile(fn, backend=
-"reference")`` (our joint graph, lowered); ``auto`` -- ``backend="auto"`` (on the CPU the
+"reference")`` (our joint graph, lowered); ``triton`` -- the same with ``backend="triton"``
+(torch programs; on the CPU under ``TRITON_INTERPRET=1``); ``auto`` -- ``backend="auto"`` (on the CPU the
 captured graph through eager dispatch); ``framework`` -- ``torch.compile(fn,
 backend="tensorplay_graph")`` (AOTAutograd) or ``tp.compile(fn, backend="tensorplay_graph")``.
 """
@@ -33,7 +34,7 @@ from fuzz_gen import FLOATS, dtype_name
 from fuzz_program import Program, build_function, framework_modules
 from grad_gen import grad_ops, make_grad_input, replay_grad, requires_grad
 
-ENTRIES = ("reference", "auto", "framework")
+ENTRIES = ("reference", "auto", "framework", "triton")
 OPTIONS = {"backends": ["reference"]}
 #: torch.compile's first call (Dynamo + AOTAutograd) costs ~1.5 s: one program in eight.
 FRAMEWORK_EVERY = 8
@@ -54,7 +55,7 @@ def every_output_for(entry: str, framework: str) -> bool:
 def compile_entry(entry: str, target: Any, framework: str) -> Callable[..., Any]:
     """``target`` compiled through training entry point ``entry``."""
     import tensorplay_graph as tpg
-    if entry in ("reference", "auto"):
+    if entry in ("reference", "auto", "triton"):  # triton: CPU tensors under TRITON_INTERPRET=1
         return tpg.compile(target, backend=entry)
     if entry != "framework":
         raise ValueError(f"unknown entry point {entry!r}; choose from {ENTRIES}")

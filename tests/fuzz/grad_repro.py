@@ -18,6 +18,7 @@ from fuzz_program import CUSTOM_OPS_SRC, Program, make_input
 ENTRY_SOURCE = {
     "reference": "tpg.compile({target}, backend='reference')",
     "auto": "tpg.compile({target}, backend='auto')",
+    "triton": "tpg.compile({target}, backend='triton')",
     ("framework", "torch"): "T.compile({target}, backend='tensorplay_graph', "
                             "options={{'backends': ['reference']}}, dynamic=False)",
     ("framework", "tensorplay"): "T.compile({target}, backend='tensorplay_graph', "
