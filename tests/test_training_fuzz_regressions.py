@@ -230,3 +230,24 @@ def test_clamp_gradient_at_nan_follows_each_framework(name):
     def f(x):
         return (x.clamp(min=0.0) * 2, x.clamp(max=1.0), x.clamp(min=-0.5, max=1.0) * 3)
     _matches_eager(f, [a], fw)
+
+
+@pytest.mark.parametrize("weight", [
+    [1.0, np.inf, 0.5, -2.0, 1.0, 1.0, 3.0, 1.0],         # one infinity
+    [1.0, np.inf, 0.5, -np.inf, 1.0, np.nan, 3.0, 1.0],   # both signs and a NaN
+    [0.3, -1.0, 0.5, 2.0, 1.0, -0.7, 3.0, 1.5],           # finite: the rounding of the formula
+])
+def test_layer_norm_input_gradient_with_infinite_weights_is_torch_cpus(weight):
+    """Grad fuzz seed 99998492: torch's CPU layer-norm backward makes ``b * x + c`` from the
+    row sums, its CUDA kernel subtracts the means from ``gx``: where the weight holds an
+    infinity they place NaN and +-inf differently. Eager CPU gave all NaN; the CUDA order
+    gave -inf in three places."""
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+
+    def fn(x, w):
+        return (F.layer_norm(x, (8,), w, None),)
+
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((3, 8)) * 2).astype(np.float32)
+    _matches_eager(fn, [x, np.asarray(weight, dtype=np.float32)], torch)
