@@ -251,3 +251,26 @@ def test_layer_norm_input_gradient_with_infinite_weights_is_torch_cpus(weight):
     rng = np.random.default_rng(0)
     x = (rng.standard_normal((3, 8)) * 2).astype(np.float32)
     _matches_eager(fn, [x, np.asarray(weight, dtype=np.float32)], torch)
+
+
+def test_abs_gradient_at_nan_passes_the_incoming_nan_as_torch_does():
+    """Grad fuzz seed 99998563: torch's ``abs`` backward is ``g * sgn(a)``; at a NaN ``a`` the
+    incoming ``g = cos(|a|)`` is NaN and so is the gradient (ours gave 0)."""
+    torch = pytest.importorskip("torch")
+
+    def fn(x):
+        return (torch.sin(x.abs()),)
+
+    x = np.asarray([np.nan, 0.0, -0.0, 1.5, -2.0, np.inf, -np.inf], dtype=np.float32)
+    _matches_eager(fn, [x], torch)
+
+
+def test_layer_norm_of_an_empty_row_trains():
+    """Grad fuzz seed 99998312: ``layer_norm(x, (0,), w)`` divided by the row's 0 elements."""
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+
+    def fn(x, w):
+        return (F.layer_norm(x, (0,), w, None),)
+
+    _matches_eager(fn, [np.zeros((3, 0), np.float32), np.zeros((0,), np.float32)], torch)

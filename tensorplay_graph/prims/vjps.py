@@ -66,7 +66,10 @@ def _neg(e, g, out, a):
 
 @rule("abs")
 def _abs(e, g, out, a):
-    return {"a": e.where(e.gt(a, 0), g, e.where(e.lt(a, 0), e.neg(g), 0.0))}
+    # torch: ``g * sgn(a)``: at a zero or NaN ``a`` that is ``g * 0`` (NaN for a NaN / infinite
+    # ``g``: grad fuzz seed 99998563)
+    zero = e.mul(g, 0.0) if e.framework == "torch" else 0.0
+    return {"a": e.where(e.gt(a, 0), g, e.where(e.lt(a, 0), e.neg(g), zero))}
 
 
 @rule("pow")
@@ -288,26 +291,31 @@ def _layer_norm(e, g, out, a, normalized_shape, weight=None, bias=None, eps=1e-5
     rstd = e.rsqrt(e.add(e.mean(e.mul(centered, centered), dims, True), float(eps)))
     xhat = e.mul(centered, rstd)
     gx = e.mul(g, e.upcast(weight)) if _is_node(weight) else g
+    # torch's CUDA kernel's order: ((gx - mean(gx)) - xhat * mean(gx * xhat)) * rstd
+    ga = e.mul(e.sub(e.sub(gx, e.mean(gx, dims, True)),
+                     e.mul(xhat, e.mean(e.mul(gx, xhat), dims, True))), rstd)
     if e.framework == "torch" and getattr(e.meta(a), "device_type", None) == "cpu":
-        ga = _layer_norm_input_grad_cpu(e, gx, x, e.mean(x, dims, True), rstd, dims)
-    else:  # torch's CUDA kernel's order: ((gx - mean(gx)) - xhat * mean(gx * xhat)) * rstd
-        ga = e.mul(e.sub(e.sub(gx, e.mean(gx, dims, True)),
-                         e.mul(xhat, e.mean(e.mul(gx, xhat), dims, True))), rstd)
+        ga = _layer_norm_special_rows_cpu(e, ga, gx, x, e.mean(x, dims, True), rstd, dims)
     return {"a": ga, "weight": e.mul(g, xhat) if _is_node(weight) else None,
             "bias": g if _is_node(bias) else None}
 
 
-def _layer_norm_input_grad_cpu(e, gx, x, mean, rstd, dims):
-    """torch's CPU kernel's formula (``layer_norm_kernel.cpp``): ``rstd * gx + b * x + c`` with
-    ``b = (sum(gx) * mean - sum(gx * x)) * rstd**3 / n``, ``c = -b * mean - sum(gx) * rstd / n``.
-    The same value as the CUDA order, but where ``gx`` holds an infinity (an infinite weight)
-    the two make NaN / +-inf in different places: each device's eager is matched (grad fuzz
-    seed 99998492, Triton entry)."""
+def _layer_norm_special_rows_cpu(e, ga, gx, x, mean, rstd, dims):
+    """``ga`` where a row's sums are finite, else torch's CPU kernel's formula
+    (``layer_norm_kernel.cpp``): ``rstd * gx + b * x + c`` with ``b = (sum(gx) * mean -
+    sum(gx * x)) * rstd**3 / n``, ``c = -b * mean - sum(gx) * rstd / n``. Where ``gx`` holds an
+    infinity (an infinite weight) the CPU and CUDA orders place NaN and +-inf differently
+    (grad fuzz seed 99998492: CPU eager all NaN, the CUDA order -inf in three places); in
+    finite rows the CPU formula cancels (``b * x + c``) and its rounding follows eager's saved
+    statistics bit for bit, which ours do not (seed 99998405): there the centered form stays."""
     n = math.prod(e.shape(x)[d] for d in dims)
+    scale = 1.0 / n if n else 0.0  # n == 0: no element to compute
     db, ds = e.sum(gx, dims, True), e.sum(e.mul(gx, x), dims, True)
-    b = e.mul(e.mul(e.mul(e.mul(e.sub(e.mul(db, mean), ds), rstd), rstd), rstd), 1.0 / n)
-    c = e.sub(e.mul(e.neg(b), mean), e.mul(e.mul(db, rstd), 1.0 / n))
-    return e.add(e.add(e.mul(rstd, gx), e.mul(b, x)), c)
+    b = e.mul(e.mul(e.mul(e.mul(e.sub(e.mul(db, mean), ds), rstd), rstd), rstd), scale)
+    c = e.sub(e.mul(e.neg(b), mean), e.mul(e.mul(db, rstd), scale))
+    special = e.add(e.add(e.mul(rstd, gx), e.mul(b, x)), c)
+    finite = e.logical_and(e.eq(e.sub(db, db), 0.0), e.eq(e.sub(ds, ds), 0.0))
+    return e.where(finite, ga, special)
 
 
 _EPS = {"float16": 0.0009765625, "bfloat16": 0.0078125, "float32": 1.1920928955078125e-07,
