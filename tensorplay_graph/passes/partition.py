@@ -17,6 +17,9 @@ ops) are virtual predecessors of every later node, so no region spans one.
 
 Unlike torch.fx's ``CapabilityBasedPartitioner`` there is no per-merge graph
 search: the bound is conservative (it may refuse a legal merge), never wrong.
+
+After it, regions of a backend that opts in and that read one value and write one shape
+merge horizontally (:mod:`.siblings`: a bounded search checks that no path joins them).
 """
 
 from __future__ import annotations
