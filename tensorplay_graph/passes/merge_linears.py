@@ -14,6 +14,9 @@ device; torch float16 / bfloat16 programs only (``TPG_MERGE_LINEARS=0`` turns it
 become ``linear(x, cat(W_i)[, cat(b_i)])`` and one slice of its last dim per layer. The
 concatenation is a :class:`~tensorplay_graph.cached_weight.CachedWeight`: made once, made
 again in the same buffer when a weight is written in place, before a CUDA-graph replay too.
+Its cost is a second copy of the merged weights (Llama's 4 layers at 2048: 100 MB). Weights
+that arrive as inputs (the training path's forward, Dynamo's lifted parameters) are left
+alone: they may change every call, and a per-call concatenation costs more than it saves.
 
 A slice is strided where eager's result was contiguous, so every reader of a layer's result,
 through views, must be a prim or an attention call (both read any strides), none may write
