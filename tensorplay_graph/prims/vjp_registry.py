@@ -9,6 +9,11 @@ from . import _REGISTRY
 _RULES: Dict[str, Callable[..., Any]] = {}
 
 
+def is_node(value: Any) -> bool:
+    """A graph node (a rule's tensor argument), not a constant or None."""
+    return hasattr(value, "meta") and hasattr(value, "users")
+
+
 def rule(*names: str) -> Callable:
     """Register the decorated function as the VJP rule of the prims called ``names``."""
     def register(fn: Callable) -> Callable:
