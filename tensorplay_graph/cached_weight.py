@@ -6,9 +6,10 @@ these caches: NHWC for cuDNN
 aligned width for cuBLAS (:class:`~tensorplay_graph.backends.aligned_linear.PaddedRowsWeight`).
 The copy is valid while the weight is the same tensor object with the same version counter and
 data pointer (each of them, for a copy made from several weights: the q / k / v projections
-concatenated by :class:`~tensorplay_graph.passes.merge_linears.ConcatenatedWeights`). A changed weight is copied again into the same buffer, so CUDA graphs captured
-with it stay valid (:meth:`CachedWeight.refresh_for_replay` does that before a replay: a
-replay runs none of the program's Python). With grad enabled and a weight that requires grad
+concatenated by :class:`~tensorplay_graph.passes.merge_linears.ConcatenatedWeights`). A
+changed weight is copied again into the same buffer, so CUDA graphs captured with it stay
+valid (:meth:`CachedWeight.refresh_for_replay` does that before a replay: a replay runs none
+of the program's Python). With grad enabled and a weight that requires grad
 the conversion is a plain differentiable op, never cached. A weight written in place between
 calls again and again (trained every step, with graphs off) gains nothing from the cache,
 which would only hold a second copy of it: after :attr:`CachedWeight.MAX_CHANGES` such writes
@@ -102,12 +103,17 @@ class CachedWeight:
         if self.per_call:  # the captured graph makes the copy itself
             return True
         self._replayed = True
-        weights = self._last()
-        if not weights or any(w is None for w in weights):
+        if not self._sources:
             return False
-        if not any(self._copy is w for w in weights) and _keys(weights) != self._key:
+        changed = False
+        for source, (version, pointer) in zip(self._sources, self._key):  # before every replay
+            weight = source()
+            if weight is None:
+                return False
+            changed = changed or weight._version != version or weight.data_ptr() != pointer
+        if changed and not any(self._copy is w for w in self._last()):
             old = self._copy
-            if self._refresh(weights) is not old:
+            if self._refresh(self._last()) is not old:
                 return False  # a new buffer: the captured graph reads the old one
         return True
 
