@@ -140,18 +140,21 @@ def _slice_meta(out: TensorMeta, total: int) -> TensorMeta:
     return out.with_(stride=contiguous_strides(out.shape[:-1] + (total,)))
 
 
-def _merge(x: Node, layers: List[Node], framework: str, written: set) -> bool:
+def _merge(x: Node, layers: List[Node], framework: str, written: set,
+           order: Dict[Node, int]) -> bool:
+    """``order``: graph positions from before any merge (the layers' and their weights' own
+    order holds: only get_attr nodes move, and only earlier)."""
     from .decompose import annotate
     outs = [tensor_meta_of(n) for n in layers]
-    total = sum(m.shape[-1] for m in outs)
-    plans, start = [], 0
-    for layer, out in zip(layers, outs):
-        metas = _reader_metas(layer, _slice_meta(out, total), framework, written)
-        if metas is None:
-            return False
-        plans.append((start, metas))
-        start += out.shape[-1]
-    graph, order = x.graph, {n: i for i, n in enumerate(x.graph.nodes)}
+    starts = [0]
+    for out in outs:
+        starts.append(starts[-1] + out.shape[-1])
+    total = starts[-1]
+    plans = [_reader_metas(layer, _slice_meta(out, total), framework, written)
+             for layer, out in zip(layers, outs)]
+    if any(metas is None for metas in plans):
+        return False
+    graph = x.graph
     first = min(layers, key=order.__getitem__)
     weights = [n.meta["prim_args"]["weight"] for n in layers]
     biases = [n.meta["prim_args"].get("bias") for n in layers]
@@ -176,8 +179,7 @@ def _merge(x: Node, layers: List[Node], framework: str, written: set) -> bool:
         merged = graph.call_function(F.linear, (x, weight, bias))
         made.append(merged)
         pieces = []
-        for layer, out in zip(layers, outs):
-            lo = plans[len(pieces)][0]
+        for out, lo in zip(outs, starts):
             index = (slice(None),) * (out.ndim - 1) + (slice(lo, lo + out.shape[-1]),)
             pieces.append(graph.call_function(operator.getitem, (merged, index)))
         made.extend(pieces)
@@ -188,7 +190,7 @@ def _merge(x: Node, layers: List[Node], framework: str, written: set) -> bool:
         for node in reversed(made):
             graph.erase_node(node)
         return False
-    for layer, piece, (_, metas) in zip(layers, pieces, plans):
+    for layer, piece, metas in zip(layers, pieces, plans):
         layer.replace_all_uses_with(piece)
         for node, meta in metas.items():
             if node is not layer:
@@ -206,6 +208,7 @@ def merge_sibling_linears(gm: Any, framework: str, devices: Sequence[str] = ("cu
         return 0
     graph = getattr(gm, "graph", gm)
     written: Optional[set] = None
+    order: Dict[Node, int] = {}
     done = 0
     for x in list(graph.nodes):
         layers = [u for u in x.users if _candidate(u, x, devices)]
@@ -222,7 +225,8 @@ def merge_sibling_linears(gm: Any, framework: str, devices: Sequence[str] = ("cu
         for group in groups.values():
             if len(group) < 2:
                 continue
-            if written is None:
+            if written is None:  # both once, for the first group found
                 written = mutated_alias_nodes(graph)
-            done += _merge(x, group, framework, written)
+                order = {n: i for i, n in enumerate(graph.nodes)}
+            done += _merge(x, group, framework, written, order)
     return done
