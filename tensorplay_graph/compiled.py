@@ -18,7 +18,7 @@ import logging
 from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .capture.proxy import DataDependentError
+from .capture.proxy import GraphBreakError
 from .capture.state import guard_fails
 from .capture.structure import TENSOR_FIELDS, call_key, restore
 from .errors import GraphCaptureError, LoweringError, TensorPlayGraphError, UnsupportedOpError
@@ -142,7 +142,8 @@ class CompiledFunction:
     ``build(fn, args, kwargs)`` captures and compiles ``fn`` for that call and
     returns a :class:`Specialization`. ``graph_break(fn, error)`` (optional)
     returns the framework frontend's compiled ``fn`` for a program whose capture
-    met data-dependent Python (:class:`~tensorplay_graph.capture.DataDependentError`);
+    cannot go on (:class:`~tensorplay_graph.capture.GraphBreakError`: data-dependent
+    Python, torch's higher-order ops);
     from then on every call goes there (``frontend`` / ``frontend_reason`` say so),
     unless ``fullgraph``.
 
@@ -265,7 +266,7 @@ class CompiledFunction:
             release_capture_memory(leaves)
             if graph_log.isEnabledFor(logging.DEBUG):
                 graph_log.debug("%s: captured graph\n%s", self.__name__, spec.captured.graph)
-        except DataDependentError as exc:
+        except GraphBreakError as exc:
             if self.fullgraph or self._graph_break is None:
                 raise
             if getattr(exc, "eager_for_tensorplay", False) and leaves and \

@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 
 import tensorplay_graph as tpg  # noqa: E402
 from tensorplay_graph import GraphCaptureError  # noqa: E402
+from tensorplay_graph.capture import UntraceableCallError  # noqa: E402
 
 FRAMEWORKS = {"tensorplay": tp, "torch": torch}
 FRONTENDS = {"tensorplay": "tensorplay", "torch": "dynamo"}
@@ -144,3 +145,38 @@ def test_dynamo_fake_tensor_failure_after_an_input_write_is_not_rerun():
     with pytest.raises(RuntimeError, match="already written to its inputs"):
         tpg.compile(writes_then_log_softmax_of_selected, backend="reference")(x, acc)
     assert torch.equal(acc, torch.ones(3))  # written once, not twice
+
+
+def scans(a, b):
+    from torch._higher_order_ops.associative_scan import associative_scan
+    # transformers' Mamba under a compiler: a first-order recurrence as an associative scan
+    _, states = associative_scan(lambda l, r: (l[0] * r[0], r[0] * l[1] + r[1]),
+                                 (a.sigmoid(), b), dim=1, combine_mode="generic")
+    return states * 2
+
+
+def conds(x):
+    return torch.cond(x.sum() > 0, lambda t: t.sin(), lambda t: t.cos(), (x,)) + 1
+
+
+@pytest.mark.parametrize("program, op", [(scans, "associative_scan"), (conds, "cond")])
+def test_torch_higher_order_ops_break_the_graph(program, op):
+    # torch's higher-order ops take real tensors only (associative_scan checks isinstance);
+    # capture hands the program to Dynamo, which follows them, instead of failing inside torch
+    args = (torch.rand(2, 5), torch.randn(2, 5))[:program.__code__.co_argcount]
+    compiled = tpg.compile(program)
+    assert_close(compiled(*args), program(*args))
+    assert compiled.frontend == "dynamo"
+    assert f"higher-order op {op}" in compiled.frontend_reason
+    assert "UntraceableCallError" in compiled.explain()
+    with pytest.raises(UntraceableCallError,
+                       match=rf"{op} .*called at .*test_compile_graph_break.py.*fullgraph=True"):
+        tpg.compile(program, fullgraph=True)(*args)
+
+
+def test_errors_inside_the_program_are_not_graph_breaks():
+    def wrong(x):
+        return x @ torch.ones(3, 3)  # the user's own shape error: eager raises it too
+
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied|size mismatch"):
+        tpg.compile(wrong)(torch.ones(2, 4))

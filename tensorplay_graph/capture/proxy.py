@@ -12,18 +12,50 @@ from __future__ import annotations
 
 import builtins
 import operator
+import os
 from typing import Any, Iterator
 
 from ..errors import GraphCaptureError
 from .context import tracer_of, user_source_line
 
-class DataDependentError(GraphCaptureError):
-    """The program reads tensor data into Python (``if x.sum() > 0``, ``.item()``).
+class GraphBreakError(GraphCaptureError):
+    """Capture cannot follow the program past this point.
 
     ``tensorplay_graph.compile`` answers it with a graph break: the program is
     handed to the framework's own frontend (Dynamo, ``tp.compile``), unless
     ``fullgraph=True``.
     """
+
+
+class DataDependentError(GraphBreakError):
+    """The program reads tensor data into Python (``if x.sum() > 0``, ``.item()``)."""
+
+
+class UntraceableCallError(GraphBreakError):
+    """The program calls a function that runs only on real tensors: torch's higher-order
+    ops (``associative_scan``, ``scan``, ``cond``, ``while_loop``, ``map``), which Dynamo
+    follows and this tracer's proxies cannot enter."""
+
+
+_HIGHER_ORDER_OPS = os.sep + os.path.join("torch", "_higher_order_ops") + os.sep
+
+
+def untraceable_call(error: BaseException) -> "UntraceableCallError | None":
+    """``error`` as an :class:`UntraceableCallError` when torch's higher-order op code raised
+    it on the proxies it was given (``associative_scan`` checks ``isinstance(x, Tensor)``),
+    naming the op and the program's call site; None for any other error."""
+    tb, caller = error.__traceback__, None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if _HIGHER_ORDER_OPS in code.co_filename:
+            return UntraceableCallError(
+                f"torch's higher-order op {code.co_name} (torch._higher_order_ops), called at "
+                f"{user_source_line(caller)}, runs only on real tensors and cannot be captured "
+                f"by tensorplay_graph's tracer (it raised {type(error).__name__}: {error}). "
+                "tensorplay_graph.compile hands such programs to Dynamo (a graph break); with "
+                "fullgraph=True, call torch.compile(fn, backend='tensorplay_graph') instead")
+        caller, tb = tb.tb_frame, tb.tb_next
+    return None
 
 
 def made_tensor_write(name: str, location: str) -> DataDependentError:

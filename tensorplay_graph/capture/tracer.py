@@ -31,7 +31,7 @@ from .examples import PLAIN as _PLAIN, examples as _examples, set_tensor_meta as
 from .hooks import hooks_for
 from .lifting import Lifted
 from .naming import attribute_qualname, placeholder_name, positional_names
-from .proxy import MISSING, Proxy, made_tensor_write
+from .proxy import MISSING, Proxy, made_tensor_write, untraceable_call
 from .printing import recording_print
 from .randomness import NOT_RANDOM, example_without_drawing
 from .state import ProgramState, is_module
@@ -325,7 +325,13 @@ class Tracer:
                         self._pause_mode, self._resume_mode = hooks.pause_mode, hooks.resume_mode
                 if _is_module(root):
                     state.patch_module(root, "")
-                result = state.rebind(function)(*args, **kwargs)
+                try:
+                    result = state.rebind(function)(*args, **kwargs)
+                except Exception as error:
+                    untraceable = untraceable_call(error)
+                    if untraceable is None:
+                        raise
+                    raise untraceable from error
                 self.output_spec = output_spec(result)
                 self.graph.output(self._to_node_args(plain(result)))
                 self.guards = state.guards
