@@ -4,8 +4,9 @@ Each :class:`ModelSpec` builds a fresh ``(model, args, kwargs)`` in eval mode wi
 seed. Used by the tests in this folder, the Triton-interpreter tests and
 ``benchmarks/models_cpu.py``.
 
-Library coverage (see FINDINGS.md): transformers (GPT-2, Llama, BERT, T5, ViT, Whisper, and
-its ResNet / MobileNetV2 / ConvNeXt vision models), TensorPlay's ``nn`` (MLP, a transformer
+Library coverage (see FINDINGS.md): transformers (GPT-2, Llama, BERT, T5, ViT, Whisper,
+Mixtral (mixture of experts), Mamba (a selective scan), and its ResNet / MobileNetV2 /
+ConvNeXt vision models), TensorPlay's ``nn`` (MLP, a transformer
 encoder layer, a conv net, an MLP around a registered custom op) and TensorPlay's own
 model zoo (``tensorplay.vision.models``, ``tensorplay.audio.models``). torchvision and timm
 are absent: no torchvision release imports beside the CPU build of torch 2.13.0, and timm
@@ -104,6 +105,21 @@ def whisper() -> Built:
                encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=16, max_source_positions=16,
                max_target_positions=16, vocab_size=100, use_cache=False,
                pad_token_id=0, bos_token_id=0, eos_token_id=0, decoder_start_token_id=0)
+
+
+def mixtral() -> Built:
+    # a mixture of experts: top-2 routing over 4 experts
+    return _hf("MixtralForCausalLM", "MixtralConfig", _ids(), num_hidden_layers=2, hidden_size=32,
+               intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+               num_local_experts=4, num_experts_per_tok=2, vocab_size=100,
+               max_position_embeddings=32, use_cache=False)
+
+
+def mamba() -> Built:
+    # Under a compiler, transformers runs Mamba's selective scan as torch's associative_scan
+    # (a higher-order op): tensorplay_graph.compile hands the program to Dynamo (a graph break)
+    return _hf("MambaForCausalLM", "MambaConfig", _ids(), num_hidden_layers=2, hidden_size=32,
+               state_size=4, vocab_size=100, use_cache=False)
 
 
 def hf_resnet() -> Built:
@@ -241,6 +257,8 @@ ZOO: List[ModelSpec] = [
     ModelSpec("t5", "torch", t5, heavy=True),
     ModelSpec("vit", "torch", vit, heavy=True),
     ModelSpec("whisper", "torch", whisper, heavy=True),
+    ModelSpec("mixtral", "torch", mixtral, heavy=True),
+    ModelSpec("mamba", "torch", mamba, heavy=True),
     ModelSpec("hf_resnet", "torch", hf_resnet, heavy=True),
     ModelSpec("hf_mobilenet_v2", "torch", hf_mobilenet_v2, heavy=True),
     ModelSpec("hf_convnext", "torch", hf_convnext, heavy=True),
