@@ -2,6 +2,7 @@
 
     python benchmarks/models_cpu.py                       # all cells, table on stdout
     python benchmarks/models_cpu.py -o zoo.md --models gpt2 tp_mlp --backends reference
+    python benchmarks/models_cpu.py --wide --backends auto reference   # 26 more architectures
 
 Each cell compiles one zoo model (tests/models/zoo.py) and compares it with eager, as the
 tests do (tests/models/harness.py): ``ok`` or the error class, the max abs error over outputs
@@ -62,13 +63,17 @@ def main(argv=None) -> int:
     parser.add_argument("--modes", nargs="*", default=list(MODES))
     parser.add_argument("-o", "--output", help="also write the markdown table here")
     parser.add_argument("--errors", action="store_true", help="list each failing cell's message")
+    parser.add_argument("--wide", action="store_true",
+                        help="the wider transformers zoo (tests/models/zoo_wide.py) instead")
     ns = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     logging.getLogger("tensorplay_graph").setLevel(logging.ERROR)  # the cells speak for themselves
     import torch
     torch.set_num_threads(1)
 
-    specs = [s for s in ZOO if not ns.models or s.name in ns.models]
+    if ns.wide:
+        from models.zoo_wide import WIDE
+    specs = [s for s in (WIDE if ns.wide else ZOO) if not ns.models or s.name in ns.models]
     columns = [(m, b) for m in ns.modes for b in ns.backends]
     lines = ["| model | entry | " + " | ".join(f"{m} / {b}" for m, b in columns) + " |",
              "|---|---|" + "---|" * len(columns)]

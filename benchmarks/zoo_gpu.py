@@ -2,6 +2,7 @@
 
     source benchmarks/gpu_setup.sh   # on the GPU machine, after carrying .gpu
     python benchmarks/zoo_gpu.py [--models gpt2 bert] [--entries tpg dynamo] [--out DIR]
+    python benchmarks/zoo_gpu.py --wide    # tests/models/zoo_wide.py: 26 more architectures
 
 ``benchmarks/models_cpu.py``'s cells (tests/models/harness.py: outputs, then gradients and an
 output after one SGD step, against the model's own eager run) with the model and its inputs on
@@ -38,6 +39,8 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-s", type=float, default=1e9,
                         help="stop starting cells after this many seconds")
     parser.add_argument("--out", help="also write zoo_gpu.json here")
+    parser.add_argument("--wide", action="store_true",
+                        help="the wider transformers zoo (tests/models/zoo_wide.py) instead")
     parser.add_argument("--tf32", action="store_true",
                         help="leave cuDNN's TF32 convolutions on (torch's default): eager and "
                              "compiled then differ by TF32 rounding where cuDNN picks another "
@@ -45,7 +48,10 @@ def main(argv=None) -> int:
     ns = parser.parse_args(argv)
     import torch
     torch.backends.cudnn.allow_tf32 = ns.tf32
-    specs = [s for s in ZOO if s.framework == "torch" and (not ns.models or s.name in ns.models)]
+    if ns.wide:
+        from models.zoo_wide import WIDE
+    specs = [s for s in (WIDE if ns.wide else ZOO)
+             if s.framework == "torch" and (not ns.models or s.name in ns.models)]
     unknown = set(ns.models or ()) - {s.name for s in specs}
     if unknown:
         parser.error(f"not torch zoo models: {sorted(unknown)}")
