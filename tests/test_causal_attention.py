@@ -48,6 +48,19 @@ def test_a_causal_mask_the_program_builds_becomes_is_causal():
     torch.testing.assert_close(got, made_causal(*args), rtol=1e-5, atol=1e-6)
 
 
+def made_causal_keywords(q, k, v):  # transformers 4.57's ALBERT passes every tensor by keyword
+    mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+    return F.scaled_dot_product_attention(query=q, key=k, value=v, attn_mask=mask)
+
+
+def test_a_causal_mask_given_with_keyword_arguments_becomes_is_causal():
+    args = _qkv()
+    kwargs = _attention_kwargs(made_causal_keywords, *args)
+    assert kwargs.get("attn_mask") is None and kwargs.get("is_causal") is True
+    got = tpg.compile(made_causal_keywords)(*args)
+    torch.testing.assert_close(got, made_causal_keywords(*args), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("fn, shapes", [(made_other, (S, S)), (made_rectangular, (4, 8))])
 def test_any_other_mask_is_passed_as_it_is(fn, shapes):
     args = _qkv(*shapes)

@@ -174,6 +174,26 @@ def test_torch_higher_order_ops_break_the_graph(program, op):
         tpg.compile(program, fullgraph=True)(*args)
 
 
+@torch.jit.script
+def scaled_size(query: torch.Tensor, factor: int):  # as transformers 4.57's DeBERTa-v2 has it
+    return torch.sqrt(torch.tensor(query.size(-1), dtype=torch.float) * factor)
+
+
+def scripted(x):
+    return x / scaled_size(x, 2)
+
+
+def test_torchscript_functions_break_the_graph():
+    # TorchScript checks its arguments' types (a Proxy is no Tensor); Dynamo runs its source
+    x = torch.randn(3, 4)
+    compiled = tpg.compile(scripted)
+    assert_close(compiled(x), scripted(x))
+    assert compiled.frontend == "dynamo"
+    assert "TorchScript function scaled_size()" in compiled.frontend_reason
+    with pytest.raises(UntraceableCallError, match=r"scaled_size\(\).*argument 'query'"):
+        tpg.compile(scripted, fullgraph=True)(x)
+
+
 def test_errors_inside_the_program_are_not_graph_breaks():
     def wrong(x):
         return x @ torch.ones(3, 3)  # the user's own shape error: eager raises it too

@@ -13,10 +13,11 @@ from __future__ import annotations
 import builtins
 import operator
 import os
+import re
 from typing import Any, Iterator
 
 from ..errors import GraphCaptureError
-from .context import tracer_of, user_source_line
+from .context import raise_location, tracer_of, user_source_line
 
 class GraphBreakError(GraphCaptureError):
     """Capture cannot follow the program past this point.
@@ -40,10 +41,26 @@ class UntraceableCallError(GraphBreakError):
 _HIGHER_ORDER_OPS = os.sep + os.path.join("torch", "_higher_order_ops") + os.sep
 
 
+#: TorchScript's argument check, the first line of its error (``torch.jit.script`` functions
+#: take no ``__torch_function__`` objects): the function and the argument
+_SCRIPT_ARGUMENT = re.compile(r"(\w+)\(\) Expected a value of type '[^']*' for argument "
+                              r"'(\w+)' but instead found type 'Proxy'")
+
+
 def untraceable_call(error: BaseException) -> "UntraceableCallError | None":
-    """``error`` as an :class:`UntraceableCallError` when torch's higher-order op code raised
-    it on the proxies it was given (``associative_scan`` checks ``isinstance(x, Tensor)``),
-    naming the op and the program's call site; None for any other error."""
+    """``error`` as an :class:`UntraceableCallError` when code that takes real tensors only
+    raised it on the proxies it was given -- torch's higher-order ops (``associative_scan``
+    checks ``isinstance(x, Tensor)``), a TorchScript function (DeBERTa-v2's
+    ``scaled_size_sqrt``) -- naming it and the program's call site; None for any other
+    error."""
+    script = _SCRIPT_ARGUMENT.match(str(error)) if isinstance(error, RuntimeError) else None
+    if script is not None:
+        return UntraceableCallError(
+            f"TorchScript function {script[1]}() (torch.jit.script), called at "
+            f"{raise_location(error)}, takes real tensors (argument {script[2]!r}) and cannot "
+            "be captured by tensorplay_graph's tracer. tensorplay_graph.compile hands such "
+            "programs to Dynamo (a graph break), which runs its Python source; with "
+            "fullgraph=True, call torch.compile(fn, backend='tensorplay_graph') instead")
     tb, caller = error.__traceback__, None
     while tb is not None:
         code = tb.tb_frame.f_code

@@ -32,6 +32,19 @@ __all__ = ["attention_note", "causal_constant", "causal_masks_to_flags", "is_att
 _MASK_VIEWS = frozenset({"expand", "view", "reshape", "unsqueeze"})
 
 
+#: torch's ``scaled_dot_product_attention`` parameters, in order
+SDPA_PARAMS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
+               "enable_gqa")
+
+
+def attention_params(node: Node) -> dict:
+    """An attention call's arguments by parameter name, however they were passed (albert
+    passes ``query=`` / ``key=`` / ``value=`` as keywords)."""
+    params = dict(zip(SDPA_PARAMS, node.args))
+    params.update(node.kwargs)
+    return params
+
+
 def is_attention(node: Node) -> bool:
     """A call of torch's ``scaled_dot_product_attention``."""
     return node.op == "call_function" and \
@@ -99,10 +112,10 @@ def causal_masks_to_flags(gm: Any, framework: str) -> int:
     for node in list(graph.nodes):
         if node.op != "call_function" or node.target is not attention or len(node.args) > 3:
             continue
-        kwargs = dict(node.kwargs)
+        kwargs, params = dict(node.kwargs), attention_params(node)
         if kwargs.get("dropout_p", 0.0) != 0.0 or kwargs.get("is_causal", False) is not False:
             continue
-        q, k = node.args[0], node.args[1]
+        q, k = params.get("query"), params.get("key")
         if not causal_constant(kwargs.get("attn_mask"), gm, _seq(q), _seq(k)):
             continue
         kwargs["attn_mask"], kwargs["is_causal"] = None, True

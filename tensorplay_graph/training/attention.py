@@ -21,14 +21,14 @@ import operator
 from typing import Any, Dict, Optional, Tuple
 
 from ..ir.meta import TensorMeta, tensor_meta_of
-from ..passes.causal_attention import causal_constant, is_attention
+from ..passes.causal_attention import SDPA_PARAMS, attention_params, causal_constant, is_attention
 from ..ir.node import Node
 
 log = logging.getLogger("tensorplay_graph.compile")
 
 __all__ = ["rewrite_attention", "attention_vjp"]
 
-_PARAMS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+_PARAMS = SDPA_PARAMS
 _CHECKED: Dict[Tuple, Optional["_Variant"]] = {}
 
 
@@ -183,8 +183,7 @@ def rewrite_attention(node: Node, replace: Any, root: Any = None) -> None:
     constant causal mask (read from ``root``, the graph's module) becomes ``is_causal``."""
     if not is_attention(node):
         return
-    params = dict(zip(_PARAMS, node.args))
-    params.update(node.kwargs)
+    params = attention_params(node)
     q_meta, k_meta = (tensor_meta_of(params.get(name)) for name in ("query", "key"))
     if params.get("attn_mask") is not None and not params.get("is_causal", False) and \
             q_meta is not None and k_meta is not None and \
