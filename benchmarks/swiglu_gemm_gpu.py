@@ -55,14 +55,15 @@ def _swiglu(acc, BM: tl.constexpr, BN: tl.constexpr, out_dtype: tl.constexpr):
 @triton.jit
 def _gemm(a_desc, b_desc, c_desc, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
           BK: tl.constexpr, GROUP_M: tl.constexpr, STAGES: tl.constexpr, FUSE: tl.constexpr,
-          PERSISTENT: tl.constexpr, NUM_SMS: tl.constexpr):
+          PERSISTENT: tl.constexpr, NUM_SMS: tl.constexpr, WS: tl.constexpr = False,
+          FLATTEN: tl.constexpr = False):
     num_pid_m = tl.cdiv(M, BM)
     num_pid_n = tl.cdiv(N, BN)
     num_tiles = num_pid_m * num_pid_n
     k_tiles = tl.cdiv(K, BK)
     start = tl.program_id(0)
     step = NUM_SMS if PERSISTENT else num_tiles
-    for tile in tl.range(start, num_tiles, step):
+    for tile in tl.range(start, num_tiles, step, flatten=FLATTEN, warp_specialize=WS):
         pid_m, pid_n = _tile(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BM
         off_n = pid_n * BN
@@ -134,7 +135,7 @@ def interleave(wg, wu, half):
     return torch.stack([wg.view(n // half, half, k), wu.view(n // half, half, k)], 1).reshape(2 * n, k)
 
 
-def fused(x, w_int, n, cfg, fuse=True, sms=132, loads="tma"):
+def fused(x, w_int, n, cfg, fuse=True, sms=132, loads="tma", **flags):
     from triton.tools.tensor_descriptor import TensorDescriptor
     bm, bn, bk, stages, warps, persistent = cfg
     m, k = x.shape
@@ -152,7 +153,7 @@ def fused(x, w_int, n, cfg, fuse=True, sms=132, loads="tma"):
     tiles = triton.cdiv(m, bm) * triton.cdiv(2 * n, bn)
     grid = (min(sms, tiles) if persistent else tiles,)
     _gemm[grid](a, b, c, m, 2 * n, k, BM=bm, BN=bn, BK=bk, GROUP_M=8, STAGES=stages,
-                FUSE=fuse, PERSISTENT=persistent, NUM_SMS=sms, num_warps=warps)
+                FUSE=fuse, PERSISTENT=persistent, NUM_SMS=sms, num_warps=warps, **flags)
     return out
 
 
@@ -162,6 +163,8 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=2048)
     parser.add_argument("--n", type=int, default=5632)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--flags", action="store_true",
+                        help="only the best earlier shape, with warp specialization / flatten")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dtype", default="bfloat16",
                         help="float16 under TRITON_INTERPRET=1 (its bf16 descriptor loads are wrong)")
@@ -203,22 +206,27 @@ def main() -> None:
     if ns.quick or dev != "cuda":
         configs = configs[:1] if dev == "cuda" else [(32, 32, 16, 1, 4, True), (32, 64, 16, 2, 4, False)]
     best = None
-    for cfg, loads in [(c, "tma") for c in configs] + [(c, "ptr") for c in configs[:4]]:
-        name = "fused {}x{}x{} s{} w{}{} {}".format(*cfg[:5], " persistent" if cfg[5] else "",
-                                                   loads)
+    variants = [(c, "tma", {}) for c in configs] + [(c, "ptr", {}) for c in configs[:4]]
+    if ns.flags:
+        variants = [(c, "tma", f) for c in [(128, 256, 64, 3, 8, True), (128, 256, 64, 4, 8, True),
+                                            (128, 128, 64, 4, 8, True), (128, 256, 64, 2, 8, True)]
+                    for f in ({}, {"WS": True}, {"FLATTEN": True}, {"WS": True, "FLATTEN": True})]
+    for cfg, loads, flags in variants:
+        name = "fused {}x{}x{} s{} w{}{} {}{}".format(*cfg[:5], " persistent" if cfg[5] else "",
+                                                     loads, "".join(f" {k}" for k in flags))
         try:
             w_int = interleave(wg, wu, cfg[1] // 2)
-            r = row(name, lambda: fused(x, w_int, ns.n, cfg, sms=sms, loads=loads))
-            if dev == "cuda" and (best is None or r["ms_graph"] < best[2]["ms_graph"]):
-                best = (cfg, loads, r)
+            r = row(name, lambda: fused(x, w_int, ns.n, cfg, sms=sms, loads=loads, **flags))
+            if dev == "cuda" and (best is None or r["ms_graph"] < best[3]["ms_graph"]):
+                best = (cfg, loads, flags, r)
         except Exception as exc:  # noqa: BLE001 - a configuration the device cannot run
             print(json.dumps({"variant": name, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}),
                   flush=True)
     if best is not None:
-        cfg, loads = best[0], best[1]
+        cfg, loads, flags = best[:3]
         w_int = interleave(wg, wu, cfg[1] // 2)
         row("triton plain (best fused config)",
-            lambda: fused(x, w_int, ns.n, cfg, fuse=False, sms=sms, loads=loads))
+            lambda: fused(x, w_int, ns.n, cfg, fuse=False, sms=sms, loads=loads, **flags))
 
 
 if __name__ == "__main__":
