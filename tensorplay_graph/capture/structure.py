@@ -16,6 +16,7 @@ their types (named tuples, dataclasses, transformers ``ModelOutput``).
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..frameworks import framework_of
@@ -74,7 +75,34 @@ def value_key(value: Any, leaves: List[Any]) -> Any:
     if isinstance(value, dict):
         return ("dict", tuple([(k, value_key(v, leaves)) for k, v in value.items()]))
     # Any other object is baked into the capture as a constant: key on identity.
-    return ("object", type(value).__qualname__, id(value))
+    return ("object", type(value).__qualname__, ObjectIdentity(value))
+
+
+class ObjectIdentity:
+    """Key of a plain object: equal only to a key of the same live object. A new object
+    at a freed one's address is another key, so a specialization never serves it with what
+    it baked from the old one."""
+
+    __slots__ = ("_ref", "_id", "_name")
+
+    def __init__(self, value: Any) -> None:
+        self._id, self._name = id(value), type(value).__qualname__
+        try:
+            self._ref = weakref.ref(value)
+        except TypeError:  # no weak references (``__slots__``): keep it, so its id stays unique
+            self._ref = lambda value=value: value
+
+    def __hash__(self) -> int:
+        return self._id
+
+    def __eq__(self, other: Any) -> bool:
+        if not isinstance(other, ObjectIdentity) or other._id != self._id:
+            return False
+        mine = self._ref()
+        return mine is not None and mine is other._ref()
+
+    def __repr__(self) -> str:
+        return f"<{self._name} object at {self._id:#x}>"
 
 
 def call_key(args: tuple, kwargs: Dict[str, Any], leaves: List[Any]) -> Tuple:

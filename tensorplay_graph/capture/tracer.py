@@ -30,6 +30,7 @@ from .context import ACTIVE_TRACER, check_no_escape, raise_location, user_locati
 from .examples import PLAIN as _PLAIN, examples as _examples, set_tensor_meta as _set_tensor_meta
 from .hooks import hooks_for
 from .lifting import Lifted
+from .object_state import ObjectState, argument_roots, global_roots
 from .naming import attribute_qualname, placeholder_name, positional_names
 from .proxy import MISSING, Proxy, made_tensor_write, untraceable_call
 from .printing import recording_print
@@ -84,6 +85,7 @@ class Tracer:
         self.output_spec: Any = None
         #: torch's random-call mode while a trace runs; paused around example computation.
         self._random_mode: Any = None
+        self._objects: Any = None  # ObjectState of the running trace
         self._inplace_by_target: Dict[Tuple[str, Any], bool] = {}
         #: Nodes whose example values are made up (fakes, random draws; ``unknown_values``).
         self.unknown = UnknownValues()
@@ -140,7 +142,11 @@ class Tracer:
         if isinstance(value, Proxy) or not is_tensor(value):
             return value
         lifted = self._lifted.find(value)
-        return lifted if lifted is not None else self._lifted.constant(value, self._get_attr)
+        if lifted is not None:
+            return lifted
+        if self._objects is not None:
+            self._objects.read(value)  # the caller's state behind a plain object: not a constant
+        return self._lifted.constant(value, self._get_attr)
 
     def lifted(self, value: Any) -> Optional[Proxy]:
         """The proxy a tensor was lifted to in this trace, if any and not written since."""
@@ -309,6 +315,7 @@ class Tracer:
         if not callable(function):
             raise TypeError(f"capture() expects a function or module, got {type(root).__name__}")
         args, kwargs = inputs(function)
+        objects = self._objects = ObjectState(argument_roots(args, kwargs), global_roots(function))
         token = ACTIVE_TRACER.set(self)
         try:
             with ExitStack() as stack:
@@ -332,17 +339,20 @@ class Tracer:
                     if untraceable is None:
                         raise
                     raise untraceable from error
+                objects.check_unchanged()
                 self.output_spec = output_spec(result)
                 self.graph.output(self._to_node_args(plain(result)))
                 self.guards = state.guards
-        except RuntimeError as error:
-            if type(error).__name__ != "GraphCaptureError" or isinstance(error, GraphCaptureError):
+        except BaseException as error:
+            objects.restore()  # a failed trace leaves the caller's objects as they were
+            if not isinstance(error, RuntimeError) or \
+                    type(error).__name__ != "GraphCaptureError" or isinstance(error, GraphCaptureError):
                 raise
             # A framework's own capture error (e.g. TensorPlay's raw Triton launch check).
             raise GraphCaptureError(f"{error} (at {raise_location(error)})") from error
         finally:
             ACTIVE_TRACER.reset(token)
-            self._random_mode = None
+            self._random_mode = self._objects = None
         check_no_escape(function, root, result)
         self._lifted.keep_unwritten(self.attrs)
         self._erase_unused_attrs()

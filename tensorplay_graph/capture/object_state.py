@@ -1,0 +1,164 @@
+"""Plain Python objects a captured program reads tensors from or writes into.
+
+A call may pass plain objects (transformers' ``DynamicCache``, a user's ``Box``) besides
+tensors and containers, and a function may read objects from its globals. Capture keys such
+an argument by identity and bakes what the program reads from it into the graph: right for a
+flag or a size, wrong for a tensor -- a tensor reached through an object's attribute is the
+caller's state, which the caller may replace or write between calls, yet the graph would
+read its capture-time value. Writes are no better: the graph cannot replay a Python side
+effect (``cache.update`` appending this call's keys), and a traced value stored into the
+object would reach the caller as a placeholder.
+
+:class:`ObjectState` records, before the trace, which tensors are reachable through plain
+objects (arguments, and the root function's globals and closure variables) and a shallow
+copy of every argument object's attributes. Reading such a tensor, or changing such an
+attribute, ends the capture with :class:`ObjectStateError`, a graph break (the framework's
+own frontend follows attribute reads and writes with guards), and the attributes are put back
+as they were before the trace. Objects of the frameworks themselves (modules, devices,
+generators) are not entered: module state is read through ``get_attr`` nodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from ..frameworks import is_tensor
+from .proxy import GraphBreakError
+
+#: How deep and how many values the walk visits (a KV cache: cache.layers[i].keys is 3 deep)
+DEPTH, LIMIT = 4, 5000
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+_OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+           types.MethodType)
+
+
+class ObjectStateError(GraphBreakError):
+    """The program reads a tensor through a plain object's attribute, or changes one of an
+    argument object's attributes: state a captured graph cannot follow. Dynamo follows both
+    (guards, side-effect replay); ``tp.compile`` specialises them as our capture did, so
+    TensorPlay programs run eagerly (``eager_for_tensorplay``)."""
+
+    eager_for_tensorplay = True
+
+
+def _framework_object(value: Any) -> bool:
+    return type(value).__module__.split(".")[0] in ("torch", "tensorplay")
+
+
+class ObjectState:
+    """What plain objects hold before a trace (see the module docstring)."""
+
+    def __init__(self, arguments: Iterable[Tuple[str, Any]],
+                 globals_: Iterable[Tuple[str, Any]] = ()) -> None:
+        self.tensors: Dict[int, Tuple[str, Any]] = {}  # id -> (path, the tensor: id stays unique)
+        #: (path, the list / dict / attribute dict, its shallow copy, "list" / "item" / "attr")
+        self._saved: List[Tuple[str, Any, Any, str]] = []
+        self._seen: set = set()
+        self._budget = LIMIT
+        for path, value in arguments:
+            self._walk(value, path, DEPTH, inside=False, save=True)
+        for path, value in globals_:
+            self._walk(value, path, DEPTH, inside=False, save=False)
+
+    def _walk(self, value: Any, path: str, depth: int, inside: bool, save: bool) -> None:
+        if is_tensor(value):
+            if inside:
+                self.tensors.setdefault(id(value), (path, value))
+            return
+        if depth <= 0 or self._budget <= 0 or isinstance(value, _SCALARS + _OPAQUE) or \
+                id(value) in self._seen or _framework_object(value):
+            return
+        self._seen.add(id(value))
+        self._budget -= 1
+        if isinstance(value, (tuple, list)):
+            if save and inside and isinstance(value, list):
+                self._saved.append((path, value, list(value), "list"))
+            for i, item in enumerate(value):
+                self._walk(item, f"{path}[{i}]", depth - 1, inside, save)
+        elif isinstance(value, dict):
+            if save and inside:
+                self._saved.append((path, value, dict(value), "item"))
+            for key, item in list(value.items()):
+                self._walk(item, f"{path}[{key!r}]", depth - 1, inside, save)
+        elif dataclasses.is_dataclass(value) and not inside:
+            # a dataclass argument is flattened like a container (structure.value_key)
+            for field in dataclasses.fields(value):
+                self._walk(getattr(value, field.name, None), f"{path}.{field.name}",
+                           depth - 1, inside, save)
+        else:
+            attrs = getattr(value, "__dict__", None)
+            if isinstance(attrs, dict):
+                if save:
+                    self._saved.append((path, attrs, dict(attrs), "attr"))
+                for key, item in list(attrs.items()):
+                    self._walk(item, f"{path}.{key}", depth - 1, True, save)
+
+    def read(self, tensor: Any) -> None:
+        """Raise :class:`ObjectStateError` if ``tensor`` was reached through a plain object."""
+        found = self.tensors.get(id(tensor))
+        if found is not None and found[1] is tensor:
+            raise ObjectStateError(
+                f"the program reads tensor {found[0]}, an attribute of a plain object: the "
+                "caller's state, which a captured graph would read as it was at capture. "
+                "tensorplay_graph.compile hands such programs to the framework's frontend (a "
+                "graph break); to keep our capture, pass the tensor as an argument")
+
+    def changed(self) -> Optional[str]:
+        """The first argument object attribute (or list / dict entry) the trace changed."""
+        for path, holder, saved, kind in self._saved:
+            if kind == "list":
+                if len(holder) != len(saved) or any(a is not b for a, b in zip(holder, saved)):
+                    return path
+                continue
+            keys = holder.keys() ^ saved.keys()
+            key = next(iter(keys), None)
+            if key is None:
+                key = next((k for k, item in saved.items() if holder[k] is not item), None)
+            if key is not None:
+                return f"{path}.{key}" if kind == "attr" else f"{path}[{key!r}]"
+        return None
+
+    def restore(self) -> None:
+        """Put back every saved attribute, list and dict as it was before the trace."""
+        for _, holder, saved, kind in self._saved:
+            if kind == "list":
+                holder[:] = saved
+            else:
+                holder.clear()
+                holder.update(saved)
+
+    def check_unchanged(self) -> None:
+        """Raise :class:`ObjectStateError` (after restoring) if the trace changed an
+        argument object."""
+        where = self.changed()
+        if where is not None:
+            self.restore()
+            raise ObjectStateError(
+                f"the program changes {where}, state of an object passed as an argument: a "
+                "captured graph cannot repeat that write on later calls. tensorplay_graph."
+                "compile hands such programs to the framework's frontend (a graph break), "
+                "which replays it; to keep our capture, return the new value instead")
+
+
+def argument_roots(args: tuple, kwargs: Dict[str, Any]) -> List[Tuple[str, Any]]:
+    """A call's arguments as ``(path, value)`` walk roots."""
+    return [(f"argument {i}", value) for i, value in enumerate(args)] + \
+        [(f"argument {name!r}", value) for name, value in kwargs.items()]
+
+
+def global_roots(function: Any) -> Iterable[Tuple[str, Any]]:
+    """The globals the function's code names and its closure variables (reads only)."""
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return
+    scope = getattr(function, "__globals__", {})
+    for name in code.co_names:
+        if name in scope:
+            yield f"global {name}", scope[name]
+    for name, cell in zip(code.co_freevars, getattr(function, "__closure__", None) or ()):
+        try:
+            yield f"closure variable {name}", cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
