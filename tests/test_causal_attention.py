@@ -40,25 +40,17 @@ def _attention_kwargs(fn, *args):
     return node.kwargs
 
 
-def test_a_causal_mask_the_program_builds_becomes_is_causal():
-    args = _qkv()
-    kwargs = _attention_kwargs(made_causal, *args)
-    assert kwargs.get("attn_mask") is None and kwargs.get("is_causal") is True
-    got = tpg.compile(made_causal)(*args)
-    torch.testing.assert_close(got, made_causal(*args), rtol=1e-5, atol=1e-6)
-
-
 def made_causal_keywords(q, k, v):  # transformers 4.57's ALBERT passes every tensor by keyword
     mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
     return F.scaled_dot_product_attention(query=q, key=k, value=v, attn_mask=mask)
 
 
-def test_a_causal_mask_given_with_keyword_arguments_becomes_is_causal():
+@pytest.mark.parametrize("fn", [made_causal, made_causal_keywords])
+def test_a_causal_mask_the_program_builds_becomes_is_causal(fn):
     args = _qkv()
-    kwargs = _attention_kwargs(made_causal_keywords, *args)
+    kwargs = _attention_kwargs(fn, *args)
     assert kwargs.get("attn_mask") is None and kwargs.get("is_causal") is True
-    got = tpg.compile(made_causal_keywords)(*args)
-    torch.testing.assert_close(got, made_causal_keywords(*args), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(tpg.compile(fn)(*args), fn(*args), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("fn, shapes", [(made_other, (S, S)), (made_rectangular, (4, 8))])
