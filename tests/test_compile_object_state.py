@@ -143,3 +143,78 @@ def test_a_transformers_cache_passed_to_the_model_holds_real_tensors_after_each_
             torch.testing.assert_close(got, want)
             assert ours.get_seq_length() == theirs.get_seq_length()
             assert isinstance(ours.layers[0].keys, torch.Tensor)
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.offset = torch.zeros(3)  # a plain tensor attribute, not a buffer
+        self.scale = 1.0
+        self.holder = Box(torch.zeros(3))
+
+    def forward(self, x):
+        return self.lin(x) * self.scale + self.offset
+
+
+class HeldTensor(Scaled):
+    def forward(self, x):
+        return self.lin(x) + self.holder.t
+
+
+class Counting(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * self.calls
+
+
+def test_model_train_after_a_capture_captures_again():
+    # before: the eval-mode graph (dropout off, batch norm's running statistics) kept running
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5),
+                                torch.nn.BatchNorm1d(4)).eval()
+    compiled, x = tpg.compile(model), torch.randn(8, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+        model.train()
+        torch.manual_seed(0)
+        want = model(x)
+        torch.manual_seed(0)
+        torch.testing.assert_close(compiled(x), want)
+    assert any("'training' changed" in r for r in compiled.recompile_reasons)
+
+
+def test_a_modules_plain_attributes_are_read_or_guarded_each_call():
+    model, x = Scaled(), torch.randn(2, 3)
+    compiled = tpg.compile(model)
+    with torch.no_grad():
+        for i in range(3):
+            model.offset = torch.full((3,), float(i))  # replaced: captured again
+            torch.testing.assert_close(compiled(x), model(x))
+        model.offset.fill_(7.0)  # written in place: the graph reads the tensor itself
+        torch.testing.assert_close(compiled(x), model(x))
+        model.scale = 3.0  # a number: guarded by value
+        torch.testing.assert_close(compiled(x), model(x))
+    assert compiled.frontend == "tensorplay_graph"
+
+
+def test_a_tensor_held_by_a_plain_object_of_a_module_breaks_the_graph():
+    model, x = HeldTensor(), torch.randn(2, 3)
+    compiled = tpg.compile(model)
+    with torch.no_grad():
+        for i in range(3):
+            model.holder.t = torch.full((3,), float(i))
+            torch.testing.assert_close(compiled(x), model(x))
+    assert "self.holder.t" in compiled.frontend_reason
+
+
+def test_a_module_that_changes_its_own_attribute_runs_as_eager_does():
+    ours, theirs, x = Counting(), Counting(), torch.ones(2)
+    compiled = tpg.compile(ours)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), theirs(x))
+    assert ours.calls == theirs.calls == 3
+    assert "attribute 'calls' of module Counting" in compiled.frontend_reason

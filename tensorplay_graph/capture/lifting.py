@@ -12,6 +12,7 @@ share it).
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ..frameworks import private_copy
@@ -64,3 +65,15 @@ class Lifted:
 def _version(value: Any) -> Any:
     """A tensor's in-place write counter (torch's and TensorPlay's ``_version``), or None."""
     return getattr(value, "_version", None)
+
+
+def erase_unused_attrs(graph: Any, attrs: Dict[str, Any]) -> None:
+    """Drop unread parameters, and items that torch's index parsing probed but never used."""
+    for node in reversed(list(graph.nodes)):
+        if node.users:
+            continue
+        if node.op == "get_attr":
+            attrs.pop(node.target, None)
+            graph.erase_node(node)
+        elif node.op == "call_function" and node.target is operator.getitem:
+            graph.erase_node(node)

@@ -26,6 +26,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ..frameworks import is_tensor
 from .proxy import GraphBreakError
+from .state import is_module
 
 #: How deep and how many values the walk visits (a KV cache: cache.layers[i].keys is 3 deep)
 DEPTH, LIMIT = 4, 5000
@@ -68,7 +69,7 @@ class ObjectState:
                 self.tensors.setdefault(id(value), (path, value))
             return
         if depth <= 0 or self._budget <= 0 or isinstance(value, _SCALARS + _OPAQUE) or \
-                id(value) in self._seen or _framework_object(value):
+                id(value) in self._seen or _framework_object(value) or is_module(value):
             return
         self._seen.add(id(value))
         self._budget -= 1
@@ -148,8 +149,15 @@ def argument_roots(args: tuple, kwargs: Dict[str, Any]) -> List[Tuple[str, Any]]
         [(f"argument {name!r}", value) for name, value in kwargs.items()]
 
 
-def global_roots(function: Any) -> Iterable[Tuple[str, Any]]:
-    """The globals the function's code names and its closure variables (reads only)."""
+def global_roots(function: Any, root: Any = None) -> Iterable[Tuple[str, Any]]:
+    """The globals the function's code names, its closure variables and the plain objects
+    the root module's modules hold (``self.holder``; reads only)."""
+    modules = root.named_modules() if callable(getattr(root, "named_modules", None)) else ()
+    for qualname, module in modules:
+        for key, value in list(vars(module).items()):
+            if not key.startswith("_") and not isinstance(value, _SCALARS) and \
+                    not is_tensor(value) and not _framework_object(value) and not is_module(value):
+                yield f"self.{qualname + '.' if qualname else ''}{key}", value
     code = getattr(function, "__code__", None)
     if code is None:
         return

@@ -75,6 +75,18 @@ def untraceable_call(error: BaseException) -> "UntraceableCallError | None":
     return None
 
 
+def run_program(function: Any, args: tuple, kwargs: dict) -> Any:
+    """``function(*args, **kwargs)`` under a trace; an error from code that takes real tensors
+    only becomes its :class:`UntraceableCallError` (:func:`untraceable_call`)."""
+    try:
+        return function(*args, **kwargs)
+    except Exception as error:
+        untraceable = untraceable_call(error)
+        if untraceable is None:
+            raise
+        raise untraceable from error
+
+
 def made_tensor_write(name: str, location: str) -> DataDependentError:
     """A write of traced values into a tensor the program made (a lifted ``_const``): later
     native uses of that tensor would read its capture-time value. Dynamo can follow it;

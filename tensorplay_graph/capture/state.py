@@ -11,11 +11,17 @@ While a trace runs:
   ``get_attr`` proxies too, through a copy of the function (its globals dict
   and cells are never written: other threads keep seeing the real values).
 
+- a module's plain tensor attributes (``self.t = torch.ones(3)``, not a buffer) read
+  the same way.
+
 Each such read is also a :class:`Guard`: the container it came from (a
 module's ``_parameters``, a globals dict, a cell) must still hold the same
 object on the next call, else ``CompiledFunction`` captures again (torch.compile
 guards the same things). In-place updates (``weight.add_``, optimizer steps)
-need no guard: the graph reads the very tensor.
+need no guard: the graph reads the very tensor. Every patched module's plain
+numbers, flags and strings are guarded too (:class:`AttrKeys`: ``model.train()``
+after a capture captures again); one the program itself changes is a graph break.
+Tensors held by plain objects are :mod:`.object_state`'s.
 
 Limits: a module's ``__dict__`` is patched while its forward runs under the
 trace (as torch.fx does), visible to other threads using the same module
@@ -44,9 +50,25 @@ def is_module(value: Any) -> bool:
             and callable(getattr(value, "named_modules", None)))
 
 
+class AttrKeys(tuple):
+    """A guard key naming several entries of one module ``__dict__`` (its plain number /
+    flag / string attributes, ``training`` among them), checked together: the guard's
+    expected value is the tuple of their values."""
+
+    def values(self, container: Dict[str, Any]) -> tuple:
+        return tuple(map(container.get, self))
+
+
 def guard_fails(guards: List[Guard]) -> Optional[str]:
     """The first guard that no longer holds, described; ``None`` if all hold."""
     for container, key, expected in guards:
+        if isinstance(key, AttrKeys):
+            current = key.values(container)
+            if current != expected:
+                changed = next(k for k, a, b in zip(key, current, expected) if a != b)
+                return f"module attribute {changed!r} changed (was {_short(dict(zip(key, expected))[changed])}, " \
+                       f"now {_short(container.get(changed, MISSING))})"
+            continue
         current = container.get(key, MISSING) if key is not None else _cell_value(container)
         if current is expected:
             continue
@@ -124,6 +146,34 @@ class ProgramState:
                     proxy = self._proxy(value, qualname)
                     self._restore.append((sub, attr, sub.__dict__.get(attr, MISSING)))
                     sub.__dict__[attr] = proxy
+            for attr, value in list(sub.__dict__.items()):
+                if is_tensor(value):  # a plain tensor attribute (not a buffer): state as well
+                    self.guards.append((sub.__dict__, attr, value))
+                    qualname = f"{owner}.{attr}" if owner else attr
+                    self._restore.append((sub, attr, value))
+                    sub.__dict__[attr] = self._proxy(value, qualname)
+
+    def finish(self) -> None:
+        """After the program ran: guard every patched module's plain numbers, flags and
+        strings (``training`` among them: ``model.train()`` after a capture must not reuse
+        it); one the program itself changed is a side effect the graph cannot repeat."""
+        from .object_state import ObjectStateError
+        for module, before in self._snapshots:
+            attrs = module.__dict__
+            keys = AttrKeys(k for k, v in before.items() if isinstance(v, _SCALARS))
+            changed = next((k for k in keys if attrs.get(k, MISSING) is not before[k] and
+                            attrs.get(k, MISSING) != before[k]), None)
+            if changed is not None:
+                now = attrs.get(changed, MISSING)
+                for key in keys:  # the trace's own writes are undone: the frontend runs it again
+                    attrs[key] = before[key]
+                raise ObjectStateError(
+                    f"the program changes attribute {changed!r} of module "
+                    f"{type(module).__name__} ({before[changed]!r} -> {now!r}): a captured "
+                    "graph cannot repeat that write on later calls. tensorplay_graph.compile "
+                    "hands such programs to the framework's frontend (a graph break)")
+            if keys:
+                self.guards.append((attrs, keys, keys.values(attrs)))
 
     def on_module_call(self, module: Any) -> None:
         """A module called during the trace that no scan found: read its state too."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import gc
 import inspect
-import operator
 from contextlib import ExitStack
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -29,10 +28,10 @@ from ..ir.node import op_name
 from .context import ACTIVE_TRACER, check_no_escape, raise_location, user_location
 from .examples import PLAIN as _PLAIN, examples as _examples, set_tensor_meta as _set_tensor_meta
 from .hooks import hooks_for
-from .lifting import Lifted
+from .lifting import Lifted, erase_unused_attrs
 from .object_state import ObjectState, argument_roots, global_roots
 from .naming import attribute_qualname, placeholder_name, positional_names
-from .proxy import MISSING, Proxy, made_tensor_write, untraceable_call
+from .proxy import MISSING, Proxy, made_tensor_write, run_program
 from .printing import recording_print
 from .randomness import NOT_RANDOM, example_without_drawing
 from .state import ProgramState, is_module
@@ -315,7 +314,7 @@ class Tracer:
         if not callable(function):
             raise TypeError(f"capture() expects a function or module, got {type(root).__name__}")
         args, kwargs = inputs(function)
-        objects = self._objects = ObjectState(argument_roots(args, kwargs), global_roots(function))
+        objects = self._objects = ObjectState(argument_roots(args, kwargs), global_roots(function, root))
         token = ACTIVE_TRACER.set(self)
         try:
             with ExitStack() as stack:
@@ -332,16 +331,11 @@ class Tracer:
                         self._pause_mode, self._resume_mode = hooks.pause_mode, hooks.resume_mode
                 if _is_module(root):
                     state.patch_module(root, "")
-                try:
-                    result = state.rebind(function)(*args, **kwargs)
-                except Exception as error:
-                    untraceable = untraceable_call(error)
-                    if untraceable is None:
-                        raise
-                    raise untraceable from error
+                result = run_program(state.rebind(function), args, kwargs)
                 objects.check_unchanged()
                 self.output_spec = output_spec(result)
                 self.graph.output(self._to_node_args(plain(result)))
+                state.finish()
                 self.guards = state.guards
         except BaseException as error:
             objects.restore()  # a failed trace leaves the caller's objects as they were
@@ -403,12 +397,4 @@ class Tracer:
         return new_args, new_kwargs
 
     def _erase_unused_attrs(self) -> None:
-        """Drop unread parameters, and items that torch's index parsing probed but never used."""
-        for node in reversed(list(self.graph.nodes)):
-            if node.users:
-                continue
-            if node.op == "get_attr":
-                self.attrs.pop(node.target, None)
-                self.graph.erase_node(node)
-            elif node.op == "call_function" and node.target is operator.getitem:
-                self.graph.erase_node(node)
+        erase_unused_attrs(self.graph, self.attrs)
