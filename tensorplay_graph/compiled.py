@@ -20,10 +20,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .capture.proxy import GraphBreakError
 from .capture.state import guard_fails
-from .capture.structure import TENSOR_FIELDS, call_key, restore
+from .call_keys import describe_change, shape_free
+from .capture.structure import call_key, restore
 from .errors import GraphCaptureError, LoweringError, TensorPlayGraphError, UnsupportedOpError
 from .fast_call import MISS, build_entry
-from .frameworks import adapter_for, dtype_name, framework_of
+from .frameworks import adapter_for, framework_of
 
 logger = logging.getLogger("tensorplay_graph.compile")
 recompiles_log = logging.getLogger("tensorplay_graph.recompiles")
@@ -32,7 +33,8 @@ graph_log = logging.getLogger("tensorplay_graph.graph")
 DEFAULT_RECOMPILE_LIMIT = 8
 #: Specializations whose generated steady-state entry is tried before the general path.
 MAX_ENTRIES = 4
-_TENSOR_FIELDS = ("framework",) + TENSOR_FIELDS
+#: specializations kept per call key for program states seen before (train / eval modes)
+MAX_PARKED = 2
 
 
 class RecompileLimitError(TensorPlayGraphError, RuntimeError):
@@ -64,67 +66,6 @@ class Specialization:
     def __call__(self, args: tuple, leaves: List[Any]) -> Any:
         out = self.runner(*(leaves if self.flat else args))
         return out if self.output_spec is None else restore(self.output_spec, out)
-
-
-def _readable(field: str, value: Any) -> Any:
-    if field == "dtype":
-        return dtype_name(value)
-    if field in ("shape", "stride"):
-        return tuple(value)
-    return str(value) if field == "device" else value
-
-
-def describe_change(old: Tuple, new: Tuple, names: Sequence[str]) -> str:
-    """Human-readable difference between two specialization keys."""
-    if len(old) != len(new):
-        return f"number of arguments changed from {len(old)} to {len(new)}"
-    changes: List[str] = []
-    for i, (a, b) in enumerate(zip(old, new)):
-        label = f"argument {i} ({names[i]})" if i < len(names) else f"argument {i}"
-        _diff(a, b, label, changes)
-    return "; ".join(changes) or "guard mismatch"
-
-
-def _diff(a: Any, b: Any, label: str, changes: List[str]) -> None:
-    """Append where keys ``a`` and ``b`` differ (see ``structure.value_key`` for their forms)."""
-    if a == b:
-        return
-    if _is_tensor_key(a) and _is_tensor_key(b):
-        fields = [f"{field} {_readable(field, x)} -> {_readable(field, y)}"
-                  for field, x, y in zip(_TENSOR_FIELDS, a[1:], b[1:]) if x != y]
-        changes.append(f"{label}: " + ", ".join(fields))
-        return
-    same_container = (len(a) == len(b) == 2 and a[0] == b[0] and isinstance(a[1], tuple)
-                      and isinstance(b[1], tuple) and len(a[1]) == len(b[1]))
-    if not same_container:
-        changes.append(f"{label}: {_short(a)} -> {_short(b)}")
-        return
-    named = a[0] in ("dict", "kwargs") or not isinstance(a[0], str) and not issubclass(a[0], tuple)
-    for i, (x, y) in enumerate(zip(a[1], b[1])):
-        if named:
-            where = x[0] if a[0] == "kwargs" else f"{label}[{x[0]!r}]"
-            _diff(x[1], y[1], where if x[0] == y[0] else label, changes)
-        else:
-            _diff(x, y, f"{label}[{i}]", changes)
-
-
-def _is_tensor_key(key: Any) -> bool:
-    return isinstance(key, tuple) and len(key) == 7 and key[0] == "tensor"
-
-
-def _short(key: Any) -> str:
-    if isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], str):
-        return f"{key[0]} {key[1]!r}"
-    return repr(key)
-
-
-def shape_free(key: Any) -> Any:
-    """``key`` with every tensor's shape and stride reduced to its rank (dynamic families)."""
-    if _is_tensor_key(key):
-        return key[:2] + (len(key[2]),) + key[3:5] + (None, key[6])
-    if isinstance(key, tuple):
-        return tuple(shape_free(item) for item in key)
-    return key
 
 
 def _parameter_names(fn: Any) -> List[str]:
@@ -185,6 +126,9 @@ class CompiledFunction:
         self._graph_break = graph_break
         self._frontend_fn: Optional[Callable[..., Any]] = None
         self._eager_keys: set = set()
+        #: key -> specializations set aside when the program state they were captured under
+        #: changed (at most MAX_PARKED each)
+        self._parked: Dict[Tuple, List[Specialization]] = {}
         self._entries: Tuple[Callable[..., Any], ...] = ()
         self._families: set = set()      # shape-free keys counted against the limit
         self._dynamic_logged = False
@@ -217,10 +161,25 @@ class CompiledFunction:
             if stale is not None:
                 del self.specializations[key]
                 self._entries = tuple(e for e in self._entries if e.spec is not spec)
-                return self._specialize(key, args, kwargs, leaves, f"program state: {stale}")
+                spec = self._swap_parked(key, spec)
+                if spec is None:
+                    return self._specialize(key, args, kwargs, leaves, f"program state: {stale}")
+                self.specializations[key] = spec
         out = spec(args, leaves)
         self._add_entry(spec, key, args, kwargs)
         return out
+
+    def _swap_parked(self, key: Tuple, stale: Specialization) -> Optional[Specialization]:
+        """Park ``stale`` (its program state changed: ``model.eval()`` after training) and
+        take back a parked specialization of ``key`` whose state holds again, if any: a
+        model switched between train and eval modes captures each mode once."""
+        parked = self._parked.setdefault(key, [])
+        found = next((p for p in parked if guard_fails(p.guards) is None), None)
+        if found is not None:
+            parked.remove(found)
+        parked.append(stale)
+        del parked[:-MAX_PARKED]
+        return found
 
     def _add_entry(self, spec: Specialization, key: Tuple, args: tuple,
                    kwargs: Dict[str, Any]) -> None:
@@ -368,6 +327,7 @@ class CompiledFunction:
     def reset(self) -> None:
         """Drop every specialization (the next call captures again)."""
         self.specializations.clear()
+        self._parked.clear()
         self._entries = ()
         self.recompile_reasons.clear()
         self._eager_keys.clear()

@@ -9,6 +9,7 @@ program left it in eager.
 
 from __future__ import annotations
 
+import copy
 import gc
 
 import numpy as np
@@ -218,3 +219,38 @@ def test_a_module_that_changes_its_own_attribute_runs_as_eager_does():
         torch.testing.assert_close(compiled(x), theirs(x))
     assert ours.calls == theirs.calls == 3
     assert "attribute 'calls' of module Counting" in compiled.frontend_reason
+
+
+def test_switching_between_train_and_eval_captures_each_mode_once():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5),
+                                torch.nn.BatchNorm1d(4))
+    reference = copy.deepcopy(model)
+    compiled, x = tpg.compile(model), torch.randn(8, 4)
+    for epoch in range(4):
+        for m in (model, reference):
+            m.train()
+        torch.manual_seed(epoch)
+        got = compiled(x)
+        torch.manual_seed(epoch)
+        torch.testing.assert_close(got, reference(x))
+        for m in (model, reference):
+            m.eval()
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), reference(x))
+    assert compiled.captures == 2
+
+
+def test_hooks_added_or_removed_after_a_capture_are_seen():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    compiled, x = tpg.compile(model), torch.randn(3, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+        handle = model[0].register_forward_hook(lambda mod, inp, out: out * 0)
+        torch.testing.assert_close(compiled(x), model(x))  # a submodule's hook: captured again
+        handle.remove()
+        torch.testing.assert_close(compiled(x), model(x))
+        handle = model.register_forward_pre_hook(lambda mod, inp: (inp[0] * 2,))
+        torch.testing.assert_close(compiled(x), model(x))  # the root's own hook: Dynamo runs it
+        handle.remove()
+    assert any("hooks changed" in r for r in compiled.recompile_reasons)
+    assert "forward (pre-)hooks" in compiled.frontend_reason

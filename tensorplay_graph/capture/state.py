@@ -36,8 +36,8 @@ import types
 from contextlib import ExitStack
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..frameworks import is_tensor
-from .proxy import MISSING
+from ..frameworks import adapter_for, is_tensor, loaded
+from .proxy import MISSING, GraphBreakError
 
 #: ``(container, key, expected)``: ``container`` is a dict or a cell (key ``None``).
 Guard = Tuple[Any, Any, Any]
@@ -59,9 +59,72 @@ class AttrKeys(tuple):
         return tuple(map(container.get, self))
 
 
+_HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+#: the key of a :class:`HookGuard` guard: ``(HookGuard, HOOKS, None)``
+HOOKS = "forward / backward hooks"
+
+
+def _module_code(modules: List[Any]) -> List[Any]:
+    """The frameworks' Python modules defining the ``Module`` classes of ``modules`` (where
+    their global module hooks live: ``torch.nn.modules.module``)."""
+    found = []
+    for cls in {c for m in modules for c in type(m).__mro__ if c.__name__ == "Module"}:
+        for name in loaded():
+            adapter = adapter_for(name)
+            if adapter.owns(cls.__module__):
+                found.append(adapter.loaded_module(cls.__module__))
+    return [module for module in found if module is not None]
+
+
+class ModuleHooksError(GraphBreakError):
+    """The compiled module has forward hooks of its own (or global ones): capture traces its
+    ``forward``, so Dynamo (torch) or eager (TensorPlay) runs it instead."""
+
+    eager_for_tensorplay = True
+
+
+def check_root_hooks(root: Any) -> None:
+    """Raise :class:`ModuleHooksError` when calling ``root`` runs forward hooks around it."""
+    tables = [getattr(root, name, None) for name in ("_forward_hooks", "_forward_pre_hooks")]
+    tables += [getattr(module, f"_global{name}", None) for module in _module_code([root])
+               for name in ("_forward_hooks", "_forward_pre_hooks")]
+    if any(isinstance(t, dict) and t for t in tables):
+        raise ModuleHooksError(
+            f"{type(root).__name__} has forward (pre-)hooks registered on it, or global module "
+            "hooks: tensorplay_graph.compile(module) traces its forward, which its hooks wrap. "
+            "The program goes to the framework's frontend (Dynamo) or runs eagerly "
+            "(TensorPlay); hooks of its submodules are traced as they are")
+
+
+class HookGuard:
+    """The forward / backward hooks of every patched module and the framework's global ones,
+    as at capture (a capture runs the hooks then present): one added or removed since makes
+    the program capture again. Checked as the tables' sizes, and the hook ids of the tables
+    that held hooks."""
+
+    __slots__ = ("tables", "lengths", "keys")
+
+    def __init__(self, modules: List[Any]) -> None:
+        tables = [getattr(m, name) for m in modules for name in _HOOK_TABLES]
+        tables += [getattr(module, f"_global{name}", None) for module in _module_code(modules)
+                   for name in _HOOK_TABLES]
+        self.tables = tuple(t for t in tables if isinstance(t, dict))
+        self.lengths = tuple(map(len, self.tables))
+        self.keys = tuple((i, tuple(t)) for i, t in enumerate(self.tables) if t)
+
+    def holds(self) -> bool:
+        tables = self.tables
+        return tuple(map(len, tables)) == self.lengths and \
+            all(tuple(tables[i]) == keys for i, keys in self.keys)
+
+
 def guard_fails(guards: List[Guard]) -> Optional[str]:
     """The first guard that no longer holds, described; ``None`` if all hold."""
     for container, key, expected in guards:
+        if key is HOOKS:
+            if not container.holds():
+                return "a module's forward / backward hooks changed"
+            continue
         if isinstance(key, AttrKeys):
             current = key.values(container)
             if current != expected:
@@ -123,6 +186,7 @@ class ProgramState:
         self._root_globals: Optional[Dict[str, Any]] = None
         self._rebinding: set = set()
         self._snapshots: List[Tuple[Any, Dict[str, Any]]] = []
+        self.modules: List[Any] = []  # the patched modules, once the program ran
         stack.callback(self._undo)
 
     # -- modules ----------------------------------------------------------------------
@@ -174,6 +238,12 @@ class ProgramState:
                     "hands such programs to the framework's frontend (a graph break)")
             if keys:
                 self.guards.append((attrs, keys, keys.values(attrs)))
+        self.modules = [module for module, _ in self._snapshots]
+
+    def hook_guard(self) -> Optional[Guard]:
+        """The :class:`HookGuard` of the patched modules, made once the trace's own hook is
+        gone (call after the trace's context closed)."""
+        return (HookGuard(self.modules), HOOKS, None) if self.modules else None
 
     def on_module_call(self, module: Any) -> None:
         """A module called during the trace that no scan found: read its state too."""

@@ -34,7 +34,7 @@ from .naming import attribute_qualname, placeholder_name, positional_names
 from .proxy import MISSING, Proxy, made_tensor_write, run_program
 from .printing import recording_print
 from .randomness import NOT_RANDOM, example_without_drawing
-from .state import ProgramState, is_module
+from .state import ProgramState, check_root_hooks, is_module
 from .structure import bind_structure, call_key, output_spec, plain
 from .unknown_values import UnknownValues
 
@@ -313,6 +313,8 @@ class Tracer:
         function = root.forward if _is_module(root) else root
         if not callable(function):
             raise TypeError(f"capture() expects a function or module, got {type(root).__name__}")
+        if _is_module(root):
+            check_root_hooks(root)
         args, kwargs = inputs(function)
         objects = self._objects = ObjectState(argument_roots(args, kwargs), global_roots(function, root))
         token = ACTIVE_TRACER.set(self)
@@ -347,6 +349,7 @@ class Tracer:
         finally:
             ACTIVE_TRACER.reset(token)
             self._random_mode = self._objects = None
+        self.guards += filter(None, [state.hook_guard()])
         check_no_escape(function, root, result)
         self._lifted.keep_unwritten(self.attrs)
         self._erase_unused_attrs()
