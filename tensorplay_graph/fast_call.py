@@ -155,23 +155,23 @@ def _tensor_guards() -> Any:
 
 
 def _modules_unchanged(checks: tuple) -> bool:
-    """Every module's plain attributes (``AttrKeys`` guards) as captured: one call per entry,
-    one C-level ``itemgetter`` per module (about 0.1 us; a deleted attribute fails it)."""
+    """Every module's plain attributes (``AttrKeys`` guards) as captured, in one C-level pass:
+    an ``itemgetter`` per module ``__dict__`` (a deleted attribute fails it)."""
+    getters, dicts, expected = checks
     try:
-        for get, attrs, expected in checks:
-            if get(attrs) != expected:
-                return False
+        return tuple(map(_call, getters, dicts)) == expected
     except KeyError:
         return False
-    return True
 
 
 def _module_checks(guards: List[Any]) -> tuple:
-    checks = []
-    for attrs, keys, expected in guards:
-        # itemgetter of one key returns the value itself, of several a tuple
-        checks.append((operator.itemgetter(*keys), attrs, expected if len(keys) > 1 else expected[0]))
-    return tuple(checks)
+    # itemgetter of one key returns the value itself, of several a tuple
+    getters = tuple(operator.itemgetter(*keys) for _, keys, _ in guards)
+    expected = tuple(values if len(values) > 1 else values[0] for _, _, values in guards)
+    return getters, tuple(attrs for attrs, _, _ in guards), expected
+
+
+_call = getattr(operator, "call", lambda function, *args: function(*args))  # Python < 3.11
 
 
 def _state_check(w: _Writer, guard: Any) -> str:

@@ -114,6 +114,8 @@ class HookGuard:
 
     def holds(self) -> bool:
         tables = self.tables
+        if not self.keys:  # no hooks at capture (the common case): one C-level pass
+            return not any(tables)
         return tuple(map(len, tables)) == self.lengths and \
             all(tuple(tables[i]) == keys for i, keys in self.keys)
 
