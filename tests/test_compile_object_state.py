@@ -254,3 +254,16 @@ def test_hooks_added_or_removed_after_a_capture_are_seen():
         handle.remove()
     assert any("hooks changed" in r for r in compiled.recompile_reasons)
     assert "forward (pre-)hooks" in compiled.frontend_reason
+
+
+def test_a_write_into_a_dict_argument_happens_as_in_eager():
+    # before: the trace wrote into its own copy of the dict; the caller's stayed empty
+    def stores(x, found):
+        found["double"] = x * 2
+        return x + 1
+
+    ours, theirs, x = {}, {}, torch.ones(2)
+    compiled = tpg.compile(stores)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x, ours), stores(x, theirs))
+        torch.testing.assert_close(ours["double"], theirs["double"])

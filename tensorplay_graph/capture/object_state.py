@@ -11,10 +11,11 @@ object would reach the caller as a placeholder.
 
 :class:`ObjectState` records, before the trace, which tensors are reachable through plain
 objects (arguments, and the root function's globals and closure variables) and a shallow
-copy of every argument object's attributes. Reading such a tensor, or changing such an
-attribute, ends the capture with :class:`ObjectStateError`, a graph break (the framework's
-own frontend follows attribute reads and writes with guards), and the attributes are put back
-as they were before the trace. Objects of the frameworks themselves (modules, devices,
+copy of every argument object's attributes and of the lists and dicts among the arguments.
+Reading such a tensor, or changing such an attribute or entry, ends the capture with
+:class:`ObjectStateError`, a graph break (the framework's own frontend follows attribute
+reads and writes with guards), and the attributes are put back as they were before the
+trace. Objects of the frameworks themselves (modules, devices,
 generators) are not entered: module state is read through ``get_attr`` nodes.
 """
 
@@ -74,12 +75,12 @@ class ObjectState:
         self._seen.add(id(value))
         self._budget -= 1
         if isinstance(value, (tuple, list)):
-            if save and inside and isinstance(value, list):
+            if save and isinstance(value, list):
                 self._saved.append((path, value, list(value), "list"))
             for i, item in enumerate(value):
                 self._walk(item, f"{path}[{i}]", depth - 1, inside, save)
         elif isinstance(value, dict):
-            if save and inside:
+            if save:
                 self._saved.append((path, value, dict(value), "item"))
             for key, item in list(value.items()):
                 self._walk(item, f"{path}[{key!r}]", depth - 1, inside, save)
