@@ -44,7 +44,7 @@ import weakref
 from typing import Any, Callable, Dict, List, Optional
 
 from .capture.proxy import MISSING
-from .capture.state import HOOKS, AttrKeys, _cell_value
+from .capture.state import HOOKS, VALUE, AttrKeys, _cell_value
 from .capture.structure import SCALARS, framework_of_type, restore, value_key
 from .frameworks import adapter_for
 
@@ -220,6 +220,8 @@ def build_entry(spec: Any, args: tuple, kwargs: Dict[str, Any], key: tuple,
     for guard in spec.guards:
         if guard[1] is HOOKS:
             w.fail_unless(f"{w.const(guard[0].holds)}()")
+        elif guard[1] is VALUE:
+            w.fail_unless(f"{w.const(guard[0].read)}() == {w.const(guard[0].expected)}")
         elif not isinstance(guard[1], AttrKeys):
             w.fail_unless(_state_check(w, guard))
     if module_guards:

@@ -267,3 +267,19 @@ def test_a_write_into_a_dict_argument_happens_as_in_eager():
     for _ in range(2):
         torch.testing.assert_close(compiled(x, ours), stores(x, theirs))
         torch.testing.assert_close(ours["double"], theirs["double"])
+
+
+def test_a_changed_default_dtype_captures_again():
+    # a tensor the program makes (torch.ones) takes the default dtype, baked at capture
+    def shifted(x):
+        return x + torch.ones(3)
+
+    compiled, x = tpg.compile(shifted), torch.ones(3, dtype=torch.float16)
+    assert compiled(x).dtype == torch.float32
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert compiled(x).dtype == shifted(x).dtype == torch.float64
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert compiled(x).dtype == torch.float32
+    assert any("default dtype changed" in r for r in compiled.recompile_reasons)

@@ -120,12 +120,31 @@ class HookGuard:
             all(tuple(tables[i]) == keys for i, keys in self.keys)
 
 
+#: the key of a :class:`ValueGuard` guard: ``(ValueGuard, VALUE, None)``
+VALUE = "a value read through a call"
+
+
+class ValueGuard:
+    """A value the program depended on that no dict or cell holds (the framework's default
+    dtype): ``read()`` must still return what it returned at capture."""
+
+    __slots__ = ("read", "expected", "what")
+
+    def __init__(self, read: Callable[[], Any], what: str) -> None:
+        self.read, self.expected, self.what = read, read(), what
+
+
 def guard_fails(guards: List[Guard]) -> Optional[str]:
     """The first guard that no longer holds, described; ``None`` if all hold."""
     for container, key, expected in guards:
         if key is HOOKS:
             if not container.holds():
                 return "a module's forward / backward hooks changed"
+            continue
+        if key is VALUE:
+            now = container.read()
+            if now != container.expected:
+                return f"{container.what} changed ({container.expected} -> {now})"
             continue
         if isinstance(key, AttrKeys):
             current = key.values(container)
@@ -242,10 +261,16 @@ class ProgramState:
                 self.guards.append((attrs, keys, keys.values(attrs)))
         self.modules = [module for module, _ in self._snapshots]
 
-    def hook_guard(self) -> Optional[Guard]:
-        """The :class:`HookGuard` of the patched modules, made once the trace's own hook is
-        gone (call after the trace's context closed)."""
-        return (HookGuard(self.modules), HOOKS, None) if self.modules else None
+    def late_guards(self, framework: Optional[str]) -> List[Guard]:
+        """Guards made once the trace's context closed (its own module hook gone): the
+        :class:`HookGuard` of the patched modules, and the framework's default dtype
+        (``torch.ones(3)`` in the program is baked as a constant of that dtype)."""
+        guards: List[Guard] = [(HookGuard(self.modules), HOOKS, None)] if self.modules else []
+        getter = getattr(adapter_for(framework).module, "get_default_dtype", None) \
+            if framework else None
+        if getter is not None:
+            guards.append((ValueGuard(getter, "the default dtype"), VALUE, None))
+        return guards
 
     def on_module_call(self, module: Any) -> None:
         """A module called during the trace that no scan found: read its state too."""

@@ -349,10 +349,10 @@ class Tracer:
         finally:
             ACTIVE_TRACER.reset(token)
             self._random_mode = self._objects = None
-        self.guards += filter(None, [state.hook_guard()])
+        self.guards += state.late_guards(self._framework)
         check_no_escape(function, root, result)
         self._lifted.keep_unwritten(self.attrs)
-        self._erase_unused_attrs()
+        erase_unused_attrs(self.graph, self.attrs)
         if lint_enabled():
             self.graph.lint()
         self.graph.framework = self._framework
@@ -398,6 +398,3 @@ class Tracer:
                    for name, leaf in zip(names, leaves)]
         new_args, new_kwargs, _ = bind_structure(args, kwargs, proxies, [])
         return new_args, new_kwargs
-
-    def _erase_unused_attrs(self) -> None:
-        erase_unused_attrs(self.graph, self.attrs)
