@@ -283,3 +283,24 @@ def test_a_changed_default_dtype_captures_again():
         torch.set_default_dtype(torch.float32)
     assert compiled(x).dtype == torch.float32
     assert any("default dtype changed" in r for r in compiled.recompile_reasons)
+
+
+def test_numbers_read_from_a_plain_object_are_guarded():
+    compiled, x, box = tpg.compile(scaled), torch.ones(3), Box(scale=2.0)
+    torch.testing.assert_close(compiled(x, box), x * 2.0)
+    box.scale = 5.0  # the same object: keyed by identity, its numbers by value
+    torch.testing.assert_close(compiled(x, box), x * 5.0)
+
+
+def test_a_changed_model_config_flag_captures_again():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(num_hidden_layers=1, hidden_size=32, intermediate_size=64,
+                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=100,
+                                   max_position_embeddings=64, use_cache=False)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    compiled, ids = tpg.compile(model), torch.randint(0, 100, (1, 4))
+    with torch.no_grad():
+        assert compiled(ids).hidden_states is None
+        model.config.output_hidden_states = True
+        got, want = compiled(ids), model(ids)
+    assert got.hidden_states is not None and len(got.hidden_states) == len(want.hidden_states)

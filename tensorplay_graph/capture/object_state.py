@@ -15,7 +15,9 @@ copy of every argument object's attributes and of the lists and dicts among the 
 Reading such a tensor, or changing such an attribute or entry, ends the capture with
 :class:`ObjectStateError`, a graph break (the framework's own frontend follows attribute
 reads and writes with guards), and the attributes are put back as they were before the
-trace. Objects of the frameworks themselves (modules, devices,
+trace. The numbers, flags and strings of every plain object walked are guarded by value
+(:meth:`ObjectState.scalar_guards`: ``model.config.output_hidden_states = True`` after a
+capture captures again). Objects of the frameworks themselves (modules, devices,
 generators) are not entered: module state is read through ``get_attr`` nodes.
 """
 
@@ -58,6 +60,7 @@ class ObjectState:
         #: (path, the list / dict / attribute dict, its shallow copy, "list" / "item" / "attr")
         self._saved: List[Tuple[str, Any, Any, str]] = []
         self._seen: set = set()
+        self._attrs: List[Dict[str, Any]] = []  # every plain object's __dict__ walked
         self._budget = LIMIT
         for path, value in arguments:
             self._walk(value, path, DEPTH, inside=False, save=True)
@@ -84,7 +87,7 @@ class ObjectState:
                 self._saved.append((path, value, dict(value), "item"))
             for key, item in list(value.items()):
                 self._walk(item, f"{path}[{key!r}]", depth - 1, inside, save)
-        elif dataclasses.is_dataclass(value) and not inside:
+        elif dataclasses.is_dataclass(value) and save and not inside:
             # a dataclass argument is flattened like a container (structure.value_key)
             for field in dataclasses.fields(value):
                 self._walk(getattr(value, field.name, None), f"{path}.{field.name}",
@@ -92,10 +95,23 @@ class ObjectState:
         else:
             attrs = getattr(value, "__dict__", None)
             if isinstance(attrs, dict):
+                self._attrs.append(attrs)
                 if save:
                     self._saved.append((path, attrs, dict(attrs), "attr"))
                 for key, item in list(attrs.items()):
                     self._walk(item, f"{path}.{key}", depth - 1, True, save)
+
+    def scalar_guards(self) -> List[Tuple[Any, Any, Any]]:
+        """After the trace: guards on the numbers, flags and strings of every plain object
+        walked (a model's ``config.output_hidden_states``, an argument's ``box.scale``), as
+        ``capture.state.AttrKeys`` guards: a value changed since captures again."""
+        from .state import AttrKeys
+        guards = []
+        for attrs in self._attrs:
+            keys = AttrKeys(k for k, v in attrs.items() if isinstance(v, _SCALARS))
+            if keys:
+                guards.append((attrs, keys, keys.values(attrs)))
+        return guards
 
     def read(self, tensor: Any) -> None:
         """Raise :class:`ObjectStateError` if ``tensor`` was reached through a plain object."""

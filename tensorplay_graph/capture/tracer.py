@@ -349,7 +349,7 @@ class Tracer:
         finally:
             ACTIVE_TRACER.reset(token)
             self._random_mode = self._objects = None
-        self.guards += state.late_guards(self._framework)
+        self.guards += state.late_guards(self._framework) + objects.scalar_guards()
         check_no_escape(function, root, result)
         self._lifted.keep_unwritten(self.attrs)
         erase_unused_attrs(self.graph, self.attrs)
