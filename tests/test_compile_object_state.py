@@ -304,3 +304,21 @@ def test_a_changed_model_config_flag_captures_again():
         model.config.output_hidden_states = True
         got, want = compiled(ids), model(ids)
     assert got.hidden_states is not None and len(got.hidden_states) == len(want.hidden_states)
+
+
+class ListHolder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.extra = [torch.zeros(3)]  # tensors in a plain list attribute
+
+    def forward(self, x):
+        return x + self.extra[0]
+
+
+def test_a_tensor_in_a_modules_list_is_read_each_call():
+    model, x = ListHolder(), torch.zeros(3)
+    compiled = tpg.compile(model)
+    for i in range(3):
+        model.extra[0] = torch.full((3,), float(i))
+        torch.testing.assert_close(compiled(x), model(x))
+    assert "self.extra[0]" in compiled.frontend_reason

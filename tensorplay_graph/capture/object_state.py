@@ -65,7 +65,9 @@ class ObjectState:
         for path, value in arguments:
             self._walk(value, path, DEPTH, inside=False, save=True)
         for path, value in globals_:
-            self._walk(value, path, DEPTH, inside=False, save=False)
+            # a tensor in a module's list / dict is state too (in a function's global or
+            # closure container it is a constant: kept as the tensor itself, not copied)
+            self._walk(value, path, DEPTH, inside=path.startswith("self."), save=False)
 
     def _walk(self, value: Any, path: str, depth: int, inside: bool, save: bool) -> None:
         if is_tensor(value):
@@ -118,8 +120,9 @@ class ObjectState:
         found = self.tensors.get(id(tensor))
         if found is not None and found[1] is tensor:
             raise ObjectStateError(
-                f"the program reads tensor {found[0]}, an attribute of a plain object: the "
-                "caller's state, which a captured graph would read as it was at capture. "
+                f"the program reads tensor {found[0]}, held by a plain object or a module's "
+                "list or dict: the caller's state, which a captured graph would read as it was "
+                "at capture. "
                 "tensorplay_graph.compile hands such programs to the framework's frontend (a "
                 "graph break); to keep our capture, pass the tensor as an argument")
 
