@@ -19,7 +19,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .capture.proxy import GraphBreakError
-from .capture.state import guard_fails
+from .capture.guards import guard_fails
 from .call_keys import describe_change, shape_free
 from .capture.structure import call_key, restore
 from .errors import GraphCaptureError, LoweringError, TensorPlayGraphError, UnsupportedOpError

@@ -44,7 +44,7 @@ import weakref
 from typing import Any, Callable, Dict, List, Optional
 
 from .capture.proxy import MISSING
-from .capture.state import HOOKS, VALUE, AttrKeys, _cell_value
+from .capture.guards import HOOKS, VALUE, AttrKeys, _cell_value
 from .capture.structure import SCALARS, framework_of_type, restore, value_key
 from .frameworks import adapter_for
 

@@ -322,3 +322,24 @@ def test_a_tensor_in_a_modules_list_is_read_each_call():
         model.extra[0] = torch.full((3,), float(i))
         torch.testing.assert_close(compiled(x), model(x))
     assert "self.extra[0]" in compiled.frontend_reason
+
+
+class StepCounter(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(()))
+
+    def forward(self, x):
+        self.steps += 1  # the in-place result, stored back into the buffer
+        return x * self.steps
+
+
+def test_an_in_place_update_of_a_buffer_with_augmented_assignment_stays_captured():
+    # before: "stores a traced tensor in self._buffers['steps']" (a GraphCaptureError)
+    ours, theirs, x = StepCounter(), StepCounter(), torch.ones(2)
+    buffer = ours.steps
+    compiled = tpg.compile(ours)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), theirs(x))
+    assert ours.steps is buffer and float(ours.steps) == float(theirs.steps) == 3.0
+    assert compiled.frontend == "tensorplay_graph"

@@ -106,8 +106,8 @@ class ObjectState:
     def scalar_guards(self) -> List[Tuple[Any, Any, Any]]:
         """After the trace: guards on the numbers, flags and strings of every plain object
         walked (a model's ``config.output_hidden_states``, an argument's ``box.scale``), as
-        ``capture.state.AttrKeys`` guards: a value changed since captures again."""
-        from .state import AttrKeys
+        ``capture.guards.AttrKeys`` guards: a value changed since captures again."""
+        from .guards import AttrKeys
         guards = []
         for attrs in self._attrs:
             keys = AttrKeys(k for k, v in attrs.items() if isinstance(v, _SCALARS))

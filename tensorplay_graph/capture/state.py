@@ -36,11 +36,10 @@ import types
 from contextlib import ExitStack
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..frameworks import adapter_for, is_tensor, loaded
-from .proxy import MISSING, GraphBreakError
+from ..frameworks import adapter_for, is_tensor
+from .guards import HOOKS, VALUE, AttrKeys, Guard, HookGuard, ValueGuard, _cell_value
+from .proxy import MISSING
 
-#: ``(container, key, expected)``: ``container`` is a dict or a cell (key ``None``).
-Guard = Tuple[Any, Any, Any]
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
 
 
@@ -48,133 +47,6 @@ def is_module(value: Any) -> bool:
     """A TensorPlay or torch ``nn.Module`` (duck-typed: no framework import)."""
     return (not isinstance(value, type) and callable(getattr(value, "forward", None))
             and callable(getattr(value, "named_modules", None)))
-
-
-class AttrKeys(tuple):
-    """A guard key naming several entries of one module ``__dict__`` (its plain number /
-    flag / string attributes, ``training`` among them), checked together: the guard's
-    expected value is the tuple of their values."""
-
-    def values(self, container: Dict[str, Any]) -> tuple:
-        return tuple(map(container.get, self))
-
-
-_HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-#: the key of a :class:`HookGuard` guard: ``(HookGuard, HOOKS, None)``
-HOOKS = "forward / backward hooks"
-
-
-def _module_code(modules: List[Any]) -> List[Any]:
-    """The frameworks' Python modules defining the ``Module`` classes of ``modules`` (where
-    their global module hooks live: ``torch.nn.modules.module``)."""
-    found = []
-    for cls in {c for m in modules for c in type(m).__mro__ if c.__name__ == "Module"}:
-        for name in loaded():
-            adapter = adapter_for(name)
-            if adapter.owns(cls.__module__):
-                found.append(adapter.loaded_module(cls.__module__))
-    return [module for module in found if module is not None]
-
-
-class ModuleHooksError(GraphBreakError):
-    """The compiled module has forward hooks of its own (or global ones): capture traces its
-    ``forward``, so Dynamo (torch) or eager (TensorPlay) runs it instead."""
-
-    eager_for_tensorplay = True
-
-
-def check_root_hooks(root: Any) -> None:
-    """Raise :class:`ModuleHooksError` when calling ``root`` runs forward hooks around it."""
-    tables = [getattr(root, name, None) for name in ("_forward_hooks", "_forward_pre_hooks")]
-    tables += [getattr(module, f"_global{name}", None) for module in _module_code([root])
-               for name in ("_forward_hooks", "_forward_pre_hooks")]
-    if any(isinstance(t, dict) and t for t in tables):
-        raise ModuleHooksError(
-            f"{type(root).__name__} has forward (pre-)hooks registered on it, or global module "
-            "hooks: tensorplay_graph.compile(module) traces its forward, which its hooks wrap. "
-            "The program goes to the framework's frontend (Dynamo) or runs eagerly "
-            "(TensorPlay); hooks of its submodules are traced as they are")
-
-
-class HookGuard:
-    """The forward / backward hooks of every patched module and the framework's global ones,
-    as at capture (a capture runs the hooks then present): one added or removed since makes
-    the program capture again. Checked as the tables' sizes, and the hook ids of the tables
-    that held hooks."""
-
-    __slots__ = ("tables", "lengths", "keys")
-
-    def __init__(self, modules: List[Any]) -> None:
-        tables = [getattr(m, name) for m in modules for name in _HOOK_TABLES]
-        tables += [getattr(module, f"_global{name}", None) for module in _module_code(modules)
-                   for name in _HOOK_TABLES]
-        self.tables = tuple(t for t in tables if isinstance(t, dict))
-        self.lengths = tuple(map(len, self.tables))
-        self.keys = tuple((i, tuple(t)) for i, t in enumerate(self.tables) if t)
-
-    def holds(self) -> bool:
-        tables = self.tables
-        if not self.keys:  # no hooks at capture (the common case): one C-level pass
-            return not any(tables)
-        return tuple(map(len, tables)) == self.lengths and \
-            all(tuple(tables[i]) == keys for i, keys in self.keys)
-
-
-#: the key of a :class:`ValueGuard` guard: ``(ValueGuard, VALUE, None)``
-VALUE = "a value read through a call"
-
-
-class ValueGuard:
-    """A value the program depended on that no dict or cell holds (the framework's default
-    dtype): ``read()`` must still return what it returned at capture."""
-
-    __slots__ = ("read", "expected", "what")
-
-    def __init__(self, read: Callable[[], Any], what: str) -> None:
-        self.read, self.expected, self.what = read, read(), what
-
-
-def guard_fails(guards: List[Guard]) -> Optional[str]:
-    """The first guard that no longer holds, described; ``None`` if all hold."""
-    for container, key, expected in guards:
-        if key is HOOKS:
-            if not container.holds():
-                return "a module's forward / backward hooks changed"
-            continue
-        if key is VALUE:
-            now = container.read()
-            if now != container.expected:
-                return f"{container.what} changed ({container.expected} -> {now})"
-            continue
-        if isinstance(key, AttrKeys):
-            current = key.values(container)
-            if current != expected:
-                changed = next(k for k, a, b in zip(key, current, expected) if a != b)
-                return f"module attribute {changed!r} changed (was {_short(dict(zip(key, expected))[changed])}, " \
-                       f"now {_short(container.get(changed, MISSING))})"
-            continue
-        current = container.get(key, MISSING) if key is not None else _cell_value(container)
-        if current is expected:
-            continue
-        if isinstance(expected, _SCALARS) and type(current) is type(expected) and current == expected:
-            continue
-        what = f"{key!r}" if key is not None else "a closure variable"
-        return f"{what} now holds another object (was {_short(expected)}, now {_short(current)})"
-    return None
-
-
-def _cell_value(cell: Any) -> Any:
-    try:
-        return cell.cell_contents
-    except ValueError:
-        return MISSING
-
-
-def _short(value: Any) -> str:
-    if is_tensor(value):
-        return f"a tensor of shape {tuple(value.shape)} at {id(value):#x}"
-    return f"{type(value).__name__} at {id(value):#x}" if not isinstance(value, _SCALARS) \
-        else repr(value)
 
 
 def _only_state_proxies(value: Any, depth: int = 3) -> bool:
@@ -207,6 +79,7 @@ class ProgramState:
         self._root_globals: Optional[Dict[str, Any]] = None
         self._rebinding: set = set()
         self._snapshots: List[Tuple[Any, Dict[str, Any]]] = []
+        self._tables: List[Tuple[Any, Dict[str, Any]]] = []  # (module, its buffers before)
         self.modules: List[Any] = []  # the patched modules, once the program ran
         stack.callback(self._undo)
 
@@ -218,6 +91,7 @@ class ProgramState:
                 continue
             self._patched.add(id(sub))
             self._snapshots.append((sub, dict(sub.__dict__)))
+            self._tables.append((sub, dict(getattr(sub, "_buffers", None) or {})))
             owner = f"{prefix}.{name}" if prefix and name else (prefix or name)
             for child_name, child in getattr(sub, "_modules", {}).items():
                 self.guards.append((sub._modules, child_name, child))
@@ -296,6 +170,25 @@ class ProgramState:
                     else:
                         module.__dict__[attr] = previous
         self._snapshots.clear()
+        # ``self.steps += 1`` on a buffer stores the in-place result -- the buffer itself in
+        # eager -- back into ``_buffers``: the buffer comes back (the graph updates it).
+        for module, before in self._tables:
+            buffers = getattr(module, "_buffers", None) or {}
+            for name, value in list(buffers.items()):
+                if name in before and self._own_inplace_result(value, before[name]):
+                    buffers[name] = before[name]
+        self._tables.clear()
+
+    def _own_inplace_result(self, value: Any, tensor: Any) -> bool:
+        """``value`` is a proxy of in-place ops applied to ``tensor``'s own get_attr."""
+        from ..ir.effects import is_inplace
+        from .proxy import Proxy
+        if not isinstance(value, Proxy) or not is_tensor(tensor):
+            return False
+        source, node = self.tracer.lifted(tensor), value.node
+        while node.op != "get_attr" and is_inplace(node) and node.args:
+            node = node.args[0]
+        return source is not None and node is source.node
 
     # -- functions ----------------------------------------------------------------------
     def rebind(self, function: Callable[..., Any]) -> Callable[..., Any]:

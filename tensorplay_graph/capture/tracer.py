@@ -18,7 +18,7 @@ from __future__ import annotations
 import gc
 import inspect
 from contextlib import ExitStack
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..errors import GraphCaptureError
 from ..frameworks import adapter_for, framework_of, is_tensor, loaded, private_copy
@@ -34,7 +34,8 @@ from .naming import attribute_qualname, placeholder_name, positional_names
 from .proxy import MISSING, Proxy, made_tensor_write, run_program
 from .printing import recording_print
 from .randomness import NOT_RANDOM, example_without_drawing
-from .state import ProgramState, check_root_hooks, is_module
+from .guards import check_root_hooks
+from .state import ProgramState, is_module
 from .structure import bind_structure, call_key, output_spec, plain
 from .unknown_values import UnknownValues
 
