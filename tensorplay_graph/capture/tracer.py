@@ -16,7 +16,6 @@ through, so ``nn.Linear`` becomes one ``linear`` node. ``capture()`` is in
 from __future__ import annotations
 
 import gc
-import inspect
 from contextlib import ExitStack
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -28,15 +27,16 @@ from ..ir.node import op_name
 from .context import ACTIVE_TRACER, check_no_escape, raise_location, user_location
 from .examples import PLAIN as _PLAIN, examples as _examples, set_tensor_meta as _set_tensor_meta
 from .hooks import hooks_for
+from .inputs import call_inputs, signature_inputs
 from .lifting import Lifted, erase_unused_attrs
 from .object_state import ObjectState, argument_roots, global_roots
-from .naming import attribute_qualname, placeholder_name, positional_names
+from .naming import attribute_qualname
 from .proxy import MISSING, Proxy, made_tensor_write, run_program
 from .printing import recording_print
 from .randomness import NOT_RANDOM, example_without_drawing
 from .guards import check_root_hooks
 from .state import ProgramState, is_module
-from .structure import bind_structure, call_key, output_spec, plain
+from .structure import output_spec, plain
 from .unknown_values import UnknownValues
 
 #: ``example_fn`` value meaning "this node has no example value" (opaque op without a fake).
@@ -271,7 +271,7 @@ class Tracer:
         with an entry in ``sample_inputs`` carry its example value.
         """
         self.sample_inputs = dict(sample_inputs or {})
-        return self._retrying(root, lambda function: self._signature_inputs(function))
+        return self._retrying(root, lambda function: signature_inputs(self, function))
 
     def trace_call(self, root: Any, args: tuple, kwargs: Dict[str, Any]) -> Any:
         """Trace ``root(*args, **kwargs)`` exactly as called; return a GraphModule.
@@ -280,7 +280,7 @@ class Tracer:
         dataclasses included), in ``structure.call_key`` order, become the
         placeholders; every other value is seen as is (specialised).
         """
-        return self._retrying(root, lambda function: self._call_inputs(function, args, kwargs))
+        return self._retrying(root, lambda function: call_inputs(self, function, args, kwargs))
 
     def _retrying(self, root: Any, inputs: Callable[[Any], Tuple[tuple, dict]]) -> Any:
         # A trace allocates long-lived objects (nodes, metas, proxies) and frees few; cyclic
@@ -359,26 +359,9 @@ class Tracer:
         self.graph.framework = self._framework
         return GraphModule(self.attrs, self.graph)
 
-    def _signature_inputs(self, function: Callable[..., Any]) -> Tuple[tuple, dict]:
-        """One placeholder per parameter of ``function`` (the seed ``Tracer.trace`` contract)."""
-        positional, keyword = [], {}
-        for param in inspect.signature(function).parameters.values():
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                raise GraphCaptureError(
-                    f"cannot capture *{param.name} / **{param.name} with Tracer.trace: it makes "
-                    "one placeholder per named parameter; use Tracer.trace_call(fn, args, kwargs) "
-                    "or tensorplay_graph.capture(fn, *args, **kwargs), which bind the call as made")
-            if param.name in self.concrete_args:
-                value = self.concrete_args[param.name]
-            else:
-                value = self._placeholder(param.name, self.sample_inputs.get(param.name, MISSING))
-            if param.kind is param.KEYWORD_ONLY:
-                keyword[param.name] = value
-            else:
-                positional.append(value)
-        return tuple(positional), keyword
-
-    def _placeholder(self, name: str, example: Any) -> Any:
+    def placeholder(self, name: str, example: Any) -> Any:
+        """A placeholder node named ``name``: a proxy carrying ``example``, or a non-tensor
+        example itself (specialised)."""
         node = self.graph.placeholder(name)
         if example is not MISSING and not is_tensor(example):
             # A non-tensor input is specialised: the program sees the value,
@@ -389,13 +372,3 @@ class Tracer:
             example = self._example_of(example)
             _set_tensor_meta(node, example)
         return Proxy(node, self, example)
-
-    def _call_inputs(self, function: Callable[..., Any], args: tuple,
-                     kwargs: Dict[str, Any]) -> Tuple[tuple, dict]:
-        leaves: list = []
-        call_key(args, kwargs, leaves)
-        _, _, names = bind_structure(args, kwargs, leaves, positional_names(function, len(args)))
-        proxies = [self._placeholder(placeholder_name(name), leaf)
-                   for name, leaf in zip(names, leaves)]
-        new_args, new_kwargs, _ = bind_structure(args, kwargs, proxies, [])
-        return new_args, new_kwargs
