@@ -14,16 +14,21 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..frameworks import adapter_for, is_tensor, loaded
 from .proxy import MISSING, GraphBreakError
+from .structure import SCALARS as _SCALARS
 
 #: ``(container, key, expected)``: ``container`` is a dict or a cell (key ``None``).
 Guard = Tuple[Any, Any, Any]
-_SCALARS = (bool, int, float, complex, str, bytes, type(None))
 
 
 class AttrKeys(tuple):
     """A guard key naming several entries of one module ``__dict__`` (its plain number /
     flag / string attributes, ``training`` among them), checked together: the guard's
     expected value is the tuple of their values."""
+
+    @classmethod
+    def scalars(cls, attrs: Dict[str, Any]) -> "AttrKeys":
+        """The keys of ``attrs`` holding numbers, flags, strings or None."""
+        return cls(k for k, v in attrs.items() if isinstance(v, _SCALARS))
 
     def values(self, container: Dict[str, Any]) -> tuple:
         return tuple(map(container.get, self))

@@ -30,10 +30,10 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from ..frameworks import is_tensor
 from .proxy import GraphBreakError
 from .state import is_module
+from .structure import SCALARS as _SCALARS
 
 #: How deep and how many values the walk visits (a KV cache: cache.layers[i].keys is 3 deep)
 DEPTH, LIMIT = 4, 5000
-_SCALARS = (bool, int, float, complex, str, bytes, type(None))
 _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
            types.MethodType)
 
@@ -110,7 +110,7 @@ class ObjectState:
         from .guards import AttrKeys
         guards = []
         for attrs in self._attrs:
-            keys = AttrKeys(k for k, v in attrs.items() if isinstance(v, _SCALARS))
+            keys = AttrKeys.scalars(attrs)
             if keys:
                 guards.append((attrs, keys, keys.values(attrs)))
         return guards

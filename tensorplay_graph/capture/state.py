@@ -39,8 +39,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..frameworks import adapter_for, is_tensor
 from .guards import HOOKS, VALUE, AttrKeys, Guard, HookGuard, ValueGuard, _cell_value
 from .proxy import MISSING
+from .structure import SCALARS as _SCALARS
 
-_SCALARS = (bool, int, float, complex, str, bytes, type(None))
 
 
 def is_module(value: Any) -> bool:
@@ -119,7 +119,7 @@ class ProgramState:
         from .object_state import ObjectStateError
         for module, before in self._snapshots:
             attrs = module.__dict__
-            keys = AttrKeys(k for k, v in before.items() if isinstance(v, _SCALARS))
+            keys = AttrKeys.scalars(before)
             changed = next((k for k in keys if attrs.get(k, MISSING) is not before[k] and
                             attrs.get(k, MISSING) != before[k]), None)
             if changed is not None:
