@@ -5,7 +5,7 @@
 # checkout first on PYTHONPATH, and writes a dist-info so both compiler entry points resolve.
 site="/tmp/site_$$"
 mkdir -p "$site"
-for bundle in .gpu/site.tar.xz .gpu/models.tar.xz; do
+for bundle in .gpu/site.tar.xz .gpu/models.tar.xz .gpu/vision.tar.xz; do
   [ -f "$bundle" ] && python3 -c "import tarfile,sys;tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$bundle" "$site"
 done
 dist="$site/tensorplay_graph-0.1.0.dist-info"

@@ -2,7 +2,7 @@
 
     python benchmarks/models_cpu.py                       # all cells, table on stdout
     python benchmarks/models_cpu.py -o zoo.md --models gpt2 tp_mlp --backends reference
-    python benchmarks/models_cpu.py --wide --backends auto reference   # 26 more architectures
+    python benchmarks/models_cpu.py --zoo wide --backends auto reference   # 26 more architectures
 
 Each cell compiles one zoo model (tests/models/zoo.py) and compares it with eager, as the
 tests do (tests/models/harness.py): ``ok`` or the error class, the max abs error over outputs
@@ -28,7 +28,7 @@ os.environ.setdefault("TILELANG_CACHE_DIR", str(ROOT / ".cache" / "tilelang"))
 os.environ.setdefault("TPG_CACHE_DIR", str(ROOT / ".cache" / "tpg"))
 
 from models.harness import run_cell  # noqa: E402
-from models.zoo import CPU_BACKENDS, ENTRY_POINTS, MODES, ZOO  # noqa: E402
+from models.zoo import CPU_BACKENDS, ENTRY_POINTS, MODES, ZOOS, zoo_named  # noqa: E402
 
 logger = logging.getLogger("benchmarks.models_cpu")
 
@@ -45,6 +45,8 @@ def _kernels(result) -> str:
 
 
 def _cell(result) -> str:
+    if result.skipped:
+        return "skipped"
     if result.error is None:
         text = f"ok {result.max_error:.1e}" + _kernels(result)
     else:
@@ -63,17 +65,15 @@ def main(argv=None) -> int:
     parser.add_argument("--modes", nargs="*", default=list(MODES))
     parser.add_argument("-o", "--output", help="also write the markdown table here")
     parser.add_argument("--errors", action="store_true", help="list each failing cell's message")
-    parser.add_argument("--wide", action="store_true",
-                        help="the wider transformers zoo (tests/models/zoo_wide.py) instead")
+    parser.add_argument("--zoo", choices=ZOOS, default="main",
+                        help="wide: tests/models/zoo_wide.py; vision: tests/models/zoo_vision.py")
     ns = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     logging.getLogger("tensorplay_graph").setLevel(logging.ERROR)  # the cells speak for themselves
     import torch
     torch.set_num_threads(1)
 
-    if ns.wide:
-        from models.zoo_wide import WIDE
-    specs = [s for s in (WIDE if ns.wide else ZOO) if not ns.models or s.name in ns.models]
+    specs = [s for s in zoo_named(ns.zoo) if not ns.models or s.name in ns.models]
     columns = [(m, b) for m in ns.modes for b in ns.backends]
     lines = ["| model | entry | " + " | ".join(f"{m} / {b}" for m, b in columns) + " |",
              "|---|---|" + "---|" * len(columns)]
@@ -85,6 +85,8 @@ def main(argv=None) -> int:
                 result = run_cell(spec, entry, mode, backend)
                 cells.append(_cell(result))
                 logger.info("%s / %s / %s / %s: %s", spec.name, entry, mode, backend, cells[-1])
+                if result.skipped:
+                    failures.append(f"{spec.name} / {entry} / {mode}: skipped: {result.skipped}")
                 if result.error is not None:
                     first_line = (str(result.error).splitlines() or [""])[0][:300]
                     failures.append(f"{spec.name} / {entry} / {mode} / {backend}: "
@@ -92,7 +94,7 @@ def main(argv=None) -> int:
             lines.append(f"| {spec.name} | {entry} | " + " | ".join(cells) + " |")
     table = "\n".join(lines) + "\n"
     if ns.errors and failures:
-        table += "\nFailing cells:\n\n" + "\n".join(f"- {f}" for f in failures) + "\n"
+        table += "\nFailing and skipped cells:\n\n" + "\n".join(f"- {f}" for f in failures) + "\n"
     sys.stdout.write(table)
     if ns.output:
         Path(ns.output).write_text(table)

@@ -2,7 +2,8 @@
 
     source benchmarks/gpu_setup.sh   # on the GPU machine, after carrying .gpu
     python benchmarks/zoo_gpu.py [--models gpt2 bert] [--entries tpg dynamo] [--out DIR]
-    python benchmarks/zoo_gpu.py --wide    # tests/models/zoo_wide.py: 26 more architectures
+    python benchmarks/zoo_gpu.py --zoo wide    # tests/models/zoo_wide.py: 26 more architectures
+    python benchmarks/zoo_gpu.py --zoo vision  # tests/models/zoo_vision.py: torchvision, timm
 
 ``benchmarks/models_cpu.py``'s cells (tests/models/harness.py: outputs, then gradients and an
 output after one SGD step, against the model's own eager run) with the model and its inputs on
@@ -27,7 +28,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from models.harness import run_cell  # noqa: E402
-from models.zoo import MODES, ZOO  # noqa: E402
+from models.zoo import MODES, ZOOS, zoo_named  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -39,8 +40,8 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-s", type=float, default=1e9,
                         help="stop starting cells after this many seconds")
     parser.add_argument("--out", help="also write zoo_gpu.json here")
-    parser.add_argument("--wide", action="store_true",
-                        help="the wider transformers zoo (tests/models/zoo_wide.py) instead")
+    parser.add_argument("--zoo", choices=ZOOS, default="main",
+                        help="wide: tests/models/zoo_wide.py; vision: tests/models/zoo_vision.py")
     parser.add_argument("--tf32", action="store_true",
                         help="leave cuDNN's TF32 convolutions on (torch's default): eager and "
                              "compiled then differ by TF32 rounding where cuDNN picks another "
@@ -48,9 +49,7 @@ def main(argv=None) -> int:
     ns = parser.parse_args(argv)
     import torch
     torch.backends.cudnn.allow_tf32 = ns.tf32
-    if ns.wide:
-        from models.zoo_wide import WIDE
-    specs = [s for s in (WIDE if ns.wide else ZOO)
+    specs = [s for s in zoo_named(ns.zoo)
              if s.framework == "torch" and (not ns.models or s.name in ns.models)]
     unknown = set(ns.models or ()) - {s.name for s in specs}
     if unknown:
@@ -64,12 +63,16 @@ def main(argv=None) -> int:
                 result = run_cell(spec, entry, mode, ns.backend, device="cuda")
                 row = {"model": spec.name, "entry": entry, "mode": mode, "status": result.status,
                        "max_error": result.max_error, "first_call_s": result.first_call_s}
+                if result.skipped:
+                    row["skipped"] = result.skipped
                 if result.error is not None:
                     row["error"] = f"{type(result.error).__name__}: {result.error}"[:600]
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    failed = [r for r in rows if r["status"] != "ok"]
-    summary = {"cells": len(rows), "ok": len(rows) - len(failed), "failed": len(failed),
+    failed = [r for r in rows if r["status"] not in ("ok", "skipped")]
+    skipped = sum(r["status"] == "skipped" for r in rows)
+    summary = {"cells": len(rows), "ok": len(rows) - len(failed) - skipped, "failed": len(failed),
+               "skipped": skipped,
                "seconds": round(time.perf_counter() - begin, 1)}
     print(json.dumps(summary), flush=True)
     if ns.out:

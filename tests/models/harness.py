@@ -39,9 +39,12 @@ class CellResult:
     graph_breaks: Optional[int] = None
     error: Optional[BaseException] = None
     compiled: Any = None  # the compiled callable, for inspection (benchmarks)
+    skipped: str = ""  # why the cell did not run (ModelSpec.skip_grad)
 
     @property
     def status(self) -> str:
+        if self.skipped:
+            return "skipped"
         return "ok" if self.error is None else type(self.error).__name__
 
 
@@ -173,6 +176,9 @@ def run_cell(spec: ModelSpec, entry: str, mode: str, backend: str,
     """Compile ``spec`` and compare it with eager; every failure lands in ``result.error``.
     ``device``: where the model and its inputs run (a torch device for torch models)."""
     result = CellResult()
+    if mode == "grad" and spec.skip_grad:
+        result.skipped = spec.skip_grad
+        return result
     try:
         _run(spec, entry, mode, backend, result, device)
     except Exception as exc:  # noqa: BLE001 - the table records any failure's class

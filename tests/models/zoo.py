@@ -26,12 +26,15 @@ Built = Tuple[Any, tuple, Dict[str, Any]]
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One zoo entry. ``heavy``: a compile costs seconds, so tests run a subset of its cells."""
+    """One zoo entry. ``heavy``: a compile costs seconds, so tests run a subset of its cells.
+    ``skip_grad``: why the model's eager ``grad`` cell cannot be repeated (its runs are skipped,
+    the reason shown), or empty."""
 
     name: str
     framework: str  # "torch" or "tensorplay"
     build: Callable[[], Built]
     heavy: bool = False
+    skip_grad: str = ""
 
 
 # -- transformers ----------------------------------------------------------------------
@@ -293,3 +296,20 @@ def cells(spec: ModelSpec) -> List[Tuple[str, str, str]]:
         pairs = [("no_grad", "reference"), ("grad", "auto")]
     return [(entry, mode, backend) for entry in ENTRY_POINTS[spec.framework]
             for mode, backend in pairs]
+
+
+#: The zoos the benchmarks can run: this module's, and the two that need heavy imports.
+ZOOS = ("main", "wide", "vision")
+
+
+def zoo_named(name: str) -> List[ModelSpec]:
+    """The specs of zoo ``name`` (one of :data:`ZOOS`)."""
+    if name == "wide":
+        from .zoo_wide import WIDE
+        return WIDE
+    if name == "vision":
+        from .zoo_vision import VISION
+        return VISION
+    if name != "main":
+        raise ValueError(f"unknown zoo {name!r}; one of {ZOOS}")
+    return ZOO

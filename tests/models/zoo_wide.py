@@ -1,7 +1,7 @@
 """A wider zoo: 26 more transformers architectures, tiny configs, random weights.
 
-Not run by the test suite (each compile costs seconds); ``benchmarks/models_cpu.py --wide``
-and ``benchmarks/zoo_gpu.py --wide`` run it. It found the higher-order-op crash of
+Not run by the test suite (each compile costs seconds); ``benchmarks/models_cpu.py --zoo wide``
+and ``benchmarks/zoo_gpu.py --zoo wide`` run it. It found the higher-order-op crash of
 FINDINGS.md F6 (Mamba, now in :mod:`.zoo`, with Mixtral). Architectures whose config
 arguments changed between transformers releases fail eagerly there (an ``EagerError`` cell),
 not in tensorplay_graph.
