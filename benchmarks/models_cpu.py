@@ -49,6 +49,8 @@ def _cell(result) -> str:
         return "skipped"
     if result.error is None:
         text = f"ok {result.max_error:.1e}" + _kernels(result)
+        if result.rounding:
+            text += f" ({len(result.rounding)} within float32 rounding)"
     else:
         text = type(result.error).__name__
     if result.graph_breaks:
