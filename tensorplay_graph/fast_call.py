@@ -155,12 +155,13 @@ def _tensor_guards() -> Any:
 
 
 def _modules_unchanged(checks: tuple) -> bool:
-    """Every module's plain attributes (``AttrKeys`` guards) as captured, in one C-level pass:
-    an ``itemgetter`` per module ``__dict__`` (a deleted attribute fails it)."""
+    """Every module's plain attributes and the scalars of the lists / dicts the program reads
+    (``AttrKeys`` guards) as captured, in one C-level pass: an ``itemgetter`` per container
+    (a deleted attribute or a shorter list fails it)."""
     getters, dicts, expected = checks
     try:
         return tuple(map(_call, getters, dicts)) == expected
-    except KeyError:
+    except (KeyError, IndexError):  # a deleted attribute, a shorter list
         return False
 
 

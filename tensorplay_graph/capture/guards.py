@@ -22,16 +22,33 @@ Guard = Tuple[Any, Any, Any]
 
 class AttrKeys(tuple):
     """A guard key naming several entries of one module ``__dict__`` (its plain number /
-    flag / string attributes, ``training`` among them), checked together: the guard's
-    expected value is the tuple of their values."""
+    flag / string attributes, ``training`` among them) or of a list or dict the program
+    reads, checked together: the guard's expected value is the tuple of their values."""
 
     @classmethod
-    def scalars(cls, attrs: Dict[str, Any]) -> "AttrKeys":
-        """The keys of ``attrs`` holding numbers, flags, strings or None."""
-        return cls(k for k, v in attrs.items() if isinstance(v, _SCALARS))
+    def scalars(cls, attrs: Any) -> "AttrKeys":
+        """The keys (a list's indices) of ``attrs`` holding numbers, flags, strings or None."""
+        items = attrs.items() if isinstance(attrs, dict) else enumerate(attrs)
+        return cls(k for k, v in items if isinstance(v, _SCALARS))
 
-    def values(self, container: Dict[str, Any]) -> tuple:
+    def values(self, container: Any) -> tuple:
+        if isinstance(container, list):
+            return tuple(map(ListEntries(container).get, self))
         return tuple(map(container.get, self))
+
+
+class ListEntries:
+    """A list read like a dict (``get(index, default)``), for ``(container, key, expected)``
+    guards on a list's entries: a shorter list reads ``default``."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list) -> None:
+        self.items = items
+
+    def get(self, index: int, default: Any = None) -> Any:
+        items = self.items
+        return items[index] if index < len(items) else default
 
 
 _HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
@@ -124,9 +141,9 @@ def guard_fails(guards: List[Guard]) -> Optional[str]:
         if isinstance(key, AttrKeys):
             current = key.values(container)
             if current != expected:
-                changed = next(k for k, a, b in zip(key, current, expected) if a != b)
-                return f"module attribute {changed!r} changed (was {_short(dict(zip(key, expected))[changed])}, " \
-                       f"now {_short(container.get(changed, MISSING))})"
+                changed, now, was = next(c for c in zip(key, current, expected) if c[1] != c[2])
+                return f"attribute or entry {changed!r} changed (was {_short(was)}, " \
+                       f"now {_short(now)})"
             continue
         current = container.get(key, MISSING) if key is not None else _cell_value(container)
         if current is expected:

@@ -28,12 +28,15 @@ import types
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ..frameworks import is_tensor
+from .guards import AttrKeys, Guard, ListEntries
 from .proxy import GraphBreakError
 from .state import is_module
 from .structure import SCALARS as _SCALARS
 
 #: How deep and how many values the walk visits (a KV cache: cache.layers[i].keys is 3 deep)
 DEPTH, LIMIT = 4, 5000
+#: the guards of the way from a global / closure binding to a value, outermost first
+Chain = Tuple[Guard, ...]
 _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
            types.MethodType)
 
@@ -55,40 +58,60 @@ class ObjectState:
     """What plain objects hold before a trace (see the module docstring)."""
 
     def __init__(self, arguments: Iterable[Tuple[str, Any]],
-                 globals_: Iterable[Tuple[str, Any]] = ()) -> None:
+                 globals_: Iterable[Tuple[str, Any, Guard]] = ()) -> None:
         self.tensors: Dict[int, Tuple[str, Any]] = {}  # id -> (path, the tensor: id stays unique)
         #: (path, the list / dict / attribute dict, its shallow copy, "list" / "item" / "attr")
         self._saved: List[Tuple[str, Any, Any, str]] = []
         self._seen: set = set()
         self._attrs: List[Dict[str, Any]] = []  # every plain object's __dict__ walked
+        #: global / closure state: id(tensor) -> (the tensor, the guards of the way to it)
+        self._held: Dict[int, Tuple[Any, Chain]] = {}
+        self._scalar_holders: List[Tuple[Any, Chain]] = []  # lists / dicts holding scalars
+        self._read_chains: List[Chain] = []
         self._budget = LIMIT
         for path, value in arguments:
             self._walk(value, path, DEPTH, inside=False, save=True)
-        for path, value in globals_:
+        for path, value, link in globals_:
             # a tensor in a module's list / dict is state too (in a function's global or
-            # closure container it is a constant: kept as the tensor itself, not copied)
-            self._walk(value, path, DEPTH, inside=path.startswith("self."), save=False)
+            # closure container it is a constant: the tensor itself, its way guarded)
+            self._walk(value, path, DEPTH, inside=path.startswith("self."), save=False,
+                       chain=(link,))
 
-    def _walk(self, value: Any, path: str, depth: int, inside: bool, save: bool) -> None:
+    def _walk(self, value: Any, path: str, depth: int, inside: bool, save: bool,
+              chain: Optional[Chain] = None) -> None:
         if is_tensor(value):
             if inside:
                 self.tensors.setdefault(id(value), (path, value))
+            elif chain is not None:
+                self._held.setdefault(id(value), (value, chain))
             return
         if depth <= 0 or self._budget <= 0 or isinstance(value, _SCALARS + _OPAQUE) or \
                 id(value) in self._seen or _framework_object(value) or is_module(value):
             return
         self._seen.add(id(value))
         self._budget -= 1
+
+        def below(holder: Any, key: Any, item: Any) -> Optional[Chain]:
+            # the guards of the way to ``item``: a list / dict entry or attribute replaced
+            # since the capture must capture again (a tuple's entries cannot be)
+            if chain is None or holder is None:
+                return chain
+            return chain + ((holder, key, item),)
+
         if isinstance(value, (tuple, list)):
             if save and isinstance(value, list):
                 self._saved.append((path, value, list(value), "list"))
+            entries = ListEntries(value) if isinstance(value, list) else None
+            self._note_scalars(value, chain)
             for i, item in enumerate(value):
-                self._walk(item, f"{path}[{i}]", depth - 1, inside, save)
+                self._walk(item, f"{path}[{i}]", depth - 1, inside, save, below(entries, i, item))
         elif isinstance(value, dict):
             if save:
                 self._saved.append((path, value, dict(value), "item"))
+            self._note_scalars(value, chain)
             for key, item in list(value.items()):
-                self._walk(item, f"{path}[{key!r}]", depth - 1, inside, save)
+                self._walk(item, f"{path}[{key!r}]", depth - 1, inside, save,
+                           below(value, key, item))
         elif dataclasses.is_dataclass(value) and save and not inside:
             # a dataclass argument is flattened like a container (structure.value_key)
             for field in dataclasses.fields(value):
@@ -100,23 +123,47 @@ class ObjectState:
                 self._attrs.append(attrs)
                 if save:
                     self._saved.append((path, attrs, dict(attrs), "attr"))
+                if chain is not None:
+                    self._scalar_holders.append((None, chain))  # its scalars: _attrs
                 for key, item in list(attrs.items()):
-                    self._walk(item, f"{path}.{key}", depth - 1, True, save)
+                    self._walk(item, f"{path}.{key}", depth - 1, True, save,
+                               below(attrs, key, item))
 
-    def scalar_guards(self) -> List[Tuple[Any, Any, Any]]:
+    def _note_scalars(self, container: Any, chain: Optional[Chain]) -> None:
+        if chain is not None and any(isinstance(v, _SCALARS) for v in
+                                     (container.values() if isinstance(container, dict)
+                                      else container)):
+            self._scalar_holders.append((container, chain))
+
+    def scalar_guards(self) -> List[Guard]:
         """After the trace: guards on the numbers, flags and strings of every plain object
-        walked (a model's ``config.output_hidden_states``, an argument's ``box.scale``), as
-        ``capture.guards.AttrKeys`` guards: a value changed since captures again."""
-        from .guards import AttrKeys
-        guards = []
+        walked (a model's ``config.output_hidden_states``, an argument's ``box.scale``) and
+        of the lists and dicts reached through the program's globals and closure variables
+        (``CFG["scale"]``), as ``capture.guards.AttrKeys`` guards: a value changed since
+        captures again. Also the identity of every entry on the way to those containers and
+        to each global-held tensor the trace read (``CACHE["w"] = new`` captures again)."""
+        guards: List[Guard] = []
         for attrs in self._attrs:
             keys = AttrKeys.scalars(attrs)
             if keys:
                 guards.append((attrs, keys, keys.values(attrs)))
+        for container, _ in self._scalar_holders:
+            if container is not None and not isinstance(container, tuple):
+                keys = AttrKeys.scalars(container)
+                guards.append((container, keys, keys.values(container)))
+        seen = set()
+        for chain in [c for _, c in self._scalar_holders] + self._read_chains:
+            for link in chain:
+                if link is not None and (id(link[0]), link[1]) not in seen:
+                    seen.add((id(link[0]), link[1]))
+                    guards.append(link)
         return guards
 
     def read(self, tensor: Any) -> None:
         """Raise :class:`ObjectStateError` if ``tensor`` was reached through a plain object."""
+        held = self._held.get(id(tensor))
+        if held is not None and held[0] is tensor:
+            self._read_chains.append(held[1])
         found = self.tensors.get(id(tensor))
         if found is not None and found[1] is tensor:
             raise ObjectStateError(
@@ -169,24 +216,26 @@ def argument_roots(args: tuple, kwargs: Dict[str, Any]) -> List[Tuple[str, Any]]
         [(f"argument {name!r}", value) for name, value in kwargs.items()]
 
 
-def global_roots(function: Any, root: Any = None) -> Iterable[Tuple[str, Any]]:
+def global_roots(function: Any, root: Any = None) -> Iterable[Tuple[str, Any, Guard]]:
     """The globals the function's code names, its closure variables and the plain objects
-    the root module's modules hold (``self.holder``; reads only)."""
+    the root module's modules hold (``self.holder``; reads only), each with the guard of its
+    binding (``(namespace, name, value)``, a cell's ``(cell, None, value)``)."""
     modules = root.named_modules() if callable(getattr(root, "named_modules", None)) else ()
     for qualname, module in modules:
-        for key, value in list(vars(module).items()):
+        attrs = vars(module)
+        for key, value in list(attrs.items()):
             if not key.startswith("_") and not isinstance(value, _SCALARS) and \
                     not is_tensor(value) and not _framework_object(value) and not is_module(value):
-                yield f"self.{qualname + '.' if qualname else ''}{key}", value
+                yield f"self.{qualname + '.' if qualname else ''}{key}", value, (attrs, key, value)
     code = getattr(function, "__code__", None)
     if code is None:
         return
     scope = getattr(function, "__globals__", {})
     for name in code.co_names:
         if name in scope:
-            yield f"global {name}", scope[name]
+            yield f"global {name}", scope[name], (scope, name, scope[name])
     for name, cell in zip(code.co_freevars, getattr(function, "__closure__", None) or ()):
         try:
-            yield f"closure variable {name}", cell.cell_contents
+            yield f"closure variable {name}", cell.cell_contents, (cell, None, cell.cell_contents)
         except ValueError:  # an empty cell
             continue

@@ -1,0 +1,152 @@
+"""State a compiled function reads through its globals' and closure variables' lists, dicts and
+plain objects (``capture/object_state.py``): replacing a tensor there, changing a number there,
+or rebinding the container must make the next call capture again, never return the capture's
+values. Each case compares the compiled function with eager after the change, on both
+frameworks; before the guards, five of them returned the values of the capture.
+"""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+tp = pytest.importorskip("tensorplay")
+torch = pytest.importorskip("torch")
+
+import tensorplay_graph as tpg  # noqa: E402
+
+FRAMEWORKS = {"tensorplay": tp, "torch": torch}
+
+
+class Box:
+    def __init__(self, scale):
+        self.scale = scale
+
+
+def values(t):
+    return np.asarray(t.tolist())
+
+
+def _program(lib, source: str, state: dict):
+    """``f(x)`` defined over ``state`` as its module globals (each case its own namespace)."""
+    namespace = {"lib": lib, **state}
+    exec(compile(source, "<global-state case>", "exec"), namespace)
+    return namespace["f"], namespace
+
+
+CASES = {
+    # name: (source, initial globals, the change after the first call)
+    "tensor in a global dict replaced": (
+        "def f(x):\n    return x + CACHE['w']\n",
+        lambda lib: {"CACHE": {"w": lib.zeros(3)}},
+        lambda ns, lib: ns["CACHE"].__setitem__("w", lib.ones(3))),
+    "tensor in a global list replaced": (
+        "def f(x):\n    return x * 2 + WEIGHTS[1]\n",
+        lambda lib: {"WEIGHTS": [lib.zeros(3), lib.zeros(3)]},
+        lambda ns, lib: ns["WEIGHTS"].__setitem__(1, lib.ones(3))),
+    "nested dict rebound": (
+        "def f(x):\n    return x + STATE['layer']['w'] * STATE['layer']['scale']\n",
+        lambda lib: {"STATE": {"layer": {"w": lib.ones(3), "scale": 2.0}}},
+        lambda ns, lib: ns["STATE"].__setitem__("layer", {"w": lib.ones(3), "scale": 5.0})),
+    "number in a global dict changed": (
+        "def f(x):\n    return x * CFG['scale']\n",
+        lambda lib: {"CFG": {"scale": 2.0}},
+        lambda ns, lib: ns["CFG"].__setitem__("scale", 5.0)),
+    "number in a global list changed": (
+        "def f(x):\n    return x.sum() + SIZES[0]\n",
+        lambda lib: {"SIZES": [3]},
+        lambda ns, lib: ns["SIZES"].__setitem__(0, 10)),
+    "global plain object rebound": (
+        "def f(x):\n    return x * BOX.scale\n",
+        lambda lib: {"BOX": Box(2.0)},
+        lambda ns, lib: ns.__setitem__("BOX", Box(7.0))),
+    "global dict rebound": (
+        "def f(x):\n    return x * CFG['scale']\n",
+        lambda lib: {"CFG": {"scale": 2.0}},
+        lambda ns, lib: ns.__setitem__("CFG", {"scale": 3.0})),
+}
+
+
+@pytest.mark.parametrize("fw", ["torch", "tensorplay"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_changed_global_state_is_never_served_from_the_old_capture(fw, case):
+    lib = FRAMEWORKS[fw]
+    source, initial, change = CASES[case]
+    f, namespace = _program(lib, source, initial(lib))
+    compiled = tpg.compile(f)
+    x = lib.ones(3)
+    np.testing.assert_allclose(values(compiled(x)), values(f(x)))
+    np.testing.assert_allclose(values(compiled(x)), values(f(x)))
+    assert compiled.captures == 1  # unchanged state: the guards hold
+    change(namespace, lib)
+    np.testing.assert_allclose(values(compiled(x)), values(f(x)))
+    assert compiled.captures == 2
+
+
+@pytest.mark.parametrize("fw", ["torch", "tensorplay"])
+def test_a_closure_dict_entry_replaced_captures_again(fw):
+    lib = FRAMEWORKS[fw]
+    cell = {"w": lib.zeros(3)}
+
+    def f(x):
+        return x + cell["w"]
+
+    compiled = tpg.compile(f)
+    x = lib.ones(3)
+    np.testing.assert_allclose(values(compiled(x)), values(f(x)))
+    cell["w"] = lib.full((3,), 4.0)
+    np.testing.assert_allclose(values(compiled(x)), [5.0, 5.0, 5.0])
+
+
+@pytest.mark.parametrize("fw", ["torch", "tensorplay"])
+def test_an_in_place_write_to_a_global_tensor_is_read_without_capturing_again(fw):
+    lib = FRAMEWORKS[fw]
+    f, namespace = _program(lib, "def f(x):\n    return (x + CACHE['w']) * 2\n",
+                            {"CACHE": {"w": lib.zeros(3)}})
+    compiled = tpg.compile(f)
+    x = lib.zeros(3)
+    np.testing.assert_allclose(values(compiled(x)), [0.0, 0.0, 0.0])
+    namespace["CACHE"]["w"].add_(1)
+    np.testing.assert_allclose(values(compiled(x)), [2.0, 2.0, 2.0])
+    assert compiled.captures == 1
+
+
+def test_a_module_attribute_dict_number_changed_captures_again():
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cfg = {"scale": 2.0}
+            self.linear = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.linear(x) * self.cfg["scale"]
+
+    model = Scaled()
+    compiled = tpg.compile(model)
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+        model.cfg["scale"] = -1.0
+        torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_explain_names_the_changed_entry():
+    f, namespace = _program(torch, "def f(x):\n    return x * CFG['scale']\n", {"CFG": {"scale": 2.0}})
+    compiled = tpg.compile(f)
+    compiled(torch.ones(2))
+    namespace["CFG"]["scale"] = 4.0
+    compiled(torch.ones(2))
+    assert "attribute or entry 'scale' changed (was 2.0, now 4.0)" in compiled.explain()
+
+
+def test_unrelated_globals_cost_no_guard():
+    """Modules, functions and classes named by the code are not walked."""
+    f, _ = _program(torch, "def f(x):\n    return lib.relu(x) + types.SimpleNamespace().__class__.__name__.__len__()\n",
+                    {"types": types})
+    compiled = tpg.compile(f)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), f(x))
+    torch.testing.assert_close(compiled(x), f(x))
+    assert compiled.captures == 1
