@@ -150,3 +150,42 @@ def test_unrelated_globals_cost_no_guard():
     torch.testing.assert_close(compiled(x), f(x))
     torch.testing.assert_close(compiled(x), f(x))
     assert compiled.captures == 1
+
+
+def test_a_modules_private_dict_and_list_are_its_state():
+    class Private(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self._cfg = {"scale": 2.0}
+            self._extra = [torch.zeros(2)]
+
+        def forward(self, x):
+            return x * self._cfg["scale"] + self._extra[0]
+
+    model = Private()
+    compiled = tpg.compile(model)
+    x = torch.ones(2)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+        model._cfg["scale"] = 5.0
+        torch.testing.assert_close(compiled(x), model(x))
+        model._extra[0] = torch.ones(2)
+        torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_a_number_six_objects_deep_is_guarded():
+    class Node:
+        pass
+
+    root = node = Node()
+    for _ in range(5):
+        node.inner = Node()
+        node = node.inner
+    node.s = 2.0
+    f, _ = _program(torch, "def f(x):\n    return x * ROOT.inner.inner.inner.inner.inner.s\n",
+                    {"ROOT": root})
+    compiled = tpg.compile(f)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled(x), f(x))
+    node.s = 3.0
+    torch.testing.assert_close(compiled(x), f(x))

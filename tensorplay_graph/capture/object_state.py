@@ -24,6 +24,7 @@ generators) are not entered: module state is read through ``get_attr`` nodes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
@@ -34,7 +35,7 @@ from .state import is_module
 from .structure import SCALARS as _SCALARS
 
 #: How deep and how many values the walk visits (a KV cache: cache.layers[i].keys is 3 deep)
-DEPTH, LIMIT = 4, 5000
+DEPTH, LIMIT = 6, 5000
 #: the guards of the way from a global / closure binding to a value, outermost first
 Chain = Tuple[Guard, ...]
 _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
@@ -216,15 +217,39 @@ def argument_roots(args: tuple, kwargs: Dict[str, Any]) -> List[Tuple[str, Any]]
         [(f"argument {name!r}", value) for name, value in kwargs.items()]
 
 
+@functools.lru_cache(maxsize=None)
+def _module_internals(cls: type) -> frozenset:
+    """The attributes the framework's own ``Module.__init__`` sets (parameter, buffer,
+    submodule and hook tables: read through ``get_attr`` nodes and hook guards, not walked);
+    a module's other attributes, private ones included (``self._cfg``), are its user's."""
+    for base in cls.__mro__:
+        if base.__name__ == "Module" and base.__module__.split(".")[0] in ("torch", "tensorplay"):
+            try:
+                return frozenset(vars(base()))
+            except Exception:  # noqa: BLE001 - cannot build it: walk no private name
+                break
+    return _PRIVATE
+
+
+class _Private(frozenset):
+    """Every name starting with an underscore (when the framework's Module cannot be built)."""
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key.startswith("_")
+
+
+_PRIVATE = _Private()
+
+
 def global_roots(function: Any, root: Any = None) -> Iterable[Tuple[str, Any, Guard]]:
     """The globals the function's code names, its closure variables and the plain objects
     the root module's modules hold (``self.holder``; reads only), each with the guard of its
     binding (``(namespace, name, value)``, a cell's ``(cell, None, value)``)."""
     modules = root.named_modules() if callable(getattr(root, "named_modules", None)) else ()
     for qualname, module in modules:
-        attrs = vars(module)
+        attrs, internal = vars(module), _module_internals(type(module))
         for key, value in list(attrs.items()):
-            if not key.startswith("_") and not isinstance(value, _SCALARS) and \
+            if key not in internal and not isinstance(value, _SCALARS) and \
                     not is_tensor(value) and not _framework_object(value) and not is_module(value):
                 yield f"self.{qualname + '.' if qualname else ''}{key}", value, (attrs, key, value)
     code = getattr(function, "__code__", None)
