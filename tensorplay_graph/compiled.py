@@ -126,6 +126,7 @@ class CompiledFunction:
         self._graph_break = graph_break
         self._frontend_fn: Optional[Callable[..., Any]] = None
         self._eager_keys: set = set()
+        self.eager_reasons: List[str] = []  # why input signatures run eagerly (explain())
         #: key -> specializations set aside when the program state they were captured under
         #: changed (at most MAX_PARKED each)
         self._parked: Dict[Tuple, List[Specialization]] = {}
@@ -233,7 +234,7 @@ class CompiledFunction:
                 # tp.compile cannot follow it either (a tensor-indexed write, a Python read of a
                 # data-dependent size): eager is the safe answer
                 logger.warning("%s runs eagerly for this input signature: %s", self.__name__, exc)
-                self._eager_keys.add(key)
+                self._run_eagerly(key, exc)
                 return self.fn(*args, **kwargs)
             return self._break(exc, args, kwargs, leaves)
         except (GraphCaptureError, UnsupportedOpError, LoweringError) as exc:
@@ -242,7 +243,7 @@ class CompiledFunction:
             logger.warning("%s could not be compiled (%s: %s); options['fallback'] == 'eager': "
                            "running it eagerly for this input signature",
                            self.__name__, type(exc).__name__, exc)
-            self._eager_keys.add(key)
+            self._run_eagerly(key, exc)
             return self.fn(*args, **kwargs)
         self._families.add(family)
         self.specializations[key] = spec
@@ -296,7 +297,7 @@ class CompiledFunction:
         if self.fallback == "eager":
             logger.warning("%s; options['fallback'] == 'eager': running this input signature "
                            "eagerly", message)
-            self._eager_keys.add(key)
+            self._run_eagerly(key, RecompileLimitError(message))
             return self.fn(*args, **kwargs)
         raise RecompileLimitError(
             f"{message}. Fix: keep input shapes/dtypes stable, pass dynamic=True when only sizes "
@@ -310,6 +311,7 @@ class CompiledFunction:
                  f"  captures: {self.captures}, specializations: {len(self.specializations)}, "
                  f"dynamic sizes: {bool(self.dynamic)}"]
         lines += [f"  recompiled: {reason}" for reason in self.recompile_reasons]
+        lines += [f"  runs eagerly for an input signature: {reason}" for reason in self.eager_reasons]
         from .training.step import describe_training  # the compiled backward, if any
         lines += describe_training(spec.runner for spec in self.specializations.values())
         lines += [f"  specialization {i}: cuda graphs {note}"
@@ -324,6 +326,12 @@ class CompiledFunction:
                   for note in [layout_note(spec.lowered)] if note]
         return "\n".join(lines)
 
+    def _run_eagerly(self, key: Any, exc: BaseException) -> None:
+        self._eager_keys.add(key)
+        reason = f"{type(exc).__name__}: {exc}"
+        if reason not in self.eager_reasons:
+            self.eager_reasons.append(reason)
+
     def reset(self) -> None:
         """Drop every specialization (the next call captures again)."""
         self.specializations.clear()
@@ -331,6 +339,7 @@ class CompiledFunction:
         self._entries = ()
         self.recompile_reasons.clear()
         self._eager_keys.clear()
+        self.eager_reasons.clear()
         self._families.clear()
 
     def _repr_html_(self) -> str:

@@ -108,14 +108,42 @@ def test_raw_tensorplay_triton_launch_is_refused():
     assert_names_line(message, "wrap_triton(Launcher())")
 
 
+class Carrier(Exception):
+    pass
+
+
 def test_proxies_from_two_traces_do_not_mix():
     leaked = []
-    # Storing a traced value outside the program is refused (it would outlive the trace) ...
+    # Storing a traced value outside the program is refused (it would outlive the trace),
+    # and the store is undone ...
     assert "closure variable leaked[0]" in capture_error(lambda x: leaked.append(x) or x,
                                                          tp.randn(2))
-    # ... and the leaked proxy, which belongs to a finished trace, cannot join another one
-    message = capture_error(lambda y: tp.add(y, leaked[0]), tp.randn(2))
+    assert leaked == []
+
+    # ... and a proxy carried out of a finished trace (here by an exception) cannot join
+    # another one
+    def carries(x):
+        raise Carrier(x * 2)
+
+    with pytest.raises(Carrier) as info:
+        tpg.capture(carries, tp.randn(2))
+    message = capture_error(lambda y: tp.add(y, info.value.args[0]), tp.randn(2))
     assert "two different traces" in message
+
+
+class Registry:
+    items = []
+
+
+def registers(x):
+    Registry.items.append(x * 2)
+    return x
+
+
+def test_a_store_into_a_class_attribute_is_undone_and_named():
+    # before: the capture succeeded and Registry.items kept a placeholder
+    assert "global Registry.items[0]" in capture_error(registers, tp.randn(2))
+    assert Registry.items == []
 
 
 def test_unknown_attribute_is_an_attribute_error(randn):

@@ -62,6 +62,10 @@ CASES = {
         "def f(x):\n    return x * BOX.scale\n",
         lambda lib: {"BOX": Box(2.0)},
         lambda ns, lib: ns.__setitem__("BOX", Box(7.0))),
+    "number read by a helper of the same module": (
+        "def helper(x):\n    return x * CFG['scale']\n\ndef f(x):\n    return helper(x) + 1\n",
+        lambda lib: {"CFG": {"scale": 2.0}},
+        lambda ns, lib: ns["CFG"].__setitem__("scale", 5.0)),
     "global dict rebound": (
         "def f(x):\n    return x * CFG['scale']\n",
         lambda lib: {"CFG": {"scale": 2.0}},
@@ -189,3 +193,34 @@ def test_a_number_six_objects_deep_is_guarded():
     torch.testing.assert_close(compiled(x), f(x))
     node.s = 3.0
     torch.testing.assert_close(compiled(x), f(x))
+
+
+class BiasCache(torch.nn.Module):
+    """timm's LeViT / TinyViT / EfficientFormer attention: an eval-mode cache of a bias
+    computed from a parameter, filled by the first call."""
+
+    def __init__(self):
+        super().__init__()
+        self.biases = torch.nn.Parameter(torch.randn(4))
+        self.register_buffer("idxs", torch.tensor([3, 0, 1]), persistent=False)
+        self.bias_cache = {}
+
+    def forward(self, x):
+        key = str(x.device)
+        if key not in self.bias_cache:
+            self.bias_cache[key] = self.biases[self.idxs]
+        return x + self.bias_cache[key]
+
+
+def test_a_cache_the_first_call_fills_holds_a_real_tensor():
+    # before: GraphCaptureError "stores a traced tensor in ...bias_cache['cpu']" on a fresh model
+    model = torch.nn.Sequential(torch.nn.Identity(), BiasCache()).eval()
+    compiled = tpg.compile(model)
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+        cached = model[1].bias_cache["cpu"]
+        assert type(cached) is torch.Tensor
+        torch.testing.assert_close(cached, model[1].biases.detach()[[3, 0, 1]])
+        torch.testing.assert_close(compiled(x), model(x))
+    assert "graph break" in compiled.explain()

@@ -67,7 +67,33 @@ def test_a_proxy_never_escapes(program, words):
     STORE.clear()
     with pytest.raises(GraphCaptureError, match=words.replace("(", r"\(").replace(")", r"\)")
                        .replace("[", r"\[").replace("]", r"\]")):
-        tpg.compile(program, backend="reference")(torch.ones(2))
+        tpg.compile(program, backend="reference", fullgraph=True)(torch.ones(2))
+    assert STORE == []  # the trace's store was undone
+    assert "last" not in vars(program) if isinstance(program, Remembers) else True
+
+
+@pytest.mark.parametrize("fw", ["torch", "tensorplay"])
+def test_a_store_into_the_programs_state_runs_as_in_eager(fw):
+    """A cache filled on the first call (timm's LeViT ``attention_bias_cache``): the trace's
+    store is undone and the framework's frontend (Dynamo) or eager runs the program, which
+    stores the real tensor, once per call as eager does."""
+    lib = {"torch": torch, "tensorplay": tp}[fw]
+    STORE.clear()
+    compiled = tpg.compile(stores_global)
+    x = lib.ones(2)
+    np.testing.assert_allclose(np.asarray(compiled(x).tolist()), [1.0, 1.0])
+    compiled(x)
+    assert len(STORE) == 2 and all(type(v) is type(x) for v in STORE)
+    np.testing.assert_allclose(np.asarray(STORE[1].tolist()), [3.0, 3.0])
+    assert "stores a traced tensor in global STORE[0]" in compiled.explain()
+
+
+def test_a_module_caching_a_tensor_on_itself_keeps_the_real_tensor():
+    module = Remembers()
+    compiled = tpg.compile(module)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled(x), x + 1)
+    torch.testing.assert_close(module.last, x * 2)  # a real tensor, not a placeholder
 
 
 def test_a_generator_runs_eagerly_with_fallback_eager():

@@ -164,7 +164,9 @@ def check_no_escape(function: Any, root: Any, result: Any) -> None:
 
     Ways out: a generator / coroutine result (its values are produced after capture
     ends), a returned object that is not a tuple, list or dict, and a traced value
-    stored on the module (``self.cache = h``), in a global or in a closure variable.
+    stored on the module (``self.cache = h``), in a global or in a closure variable -- the
+    last a ``GraphBreakError``: the caller undoes the trace's stores and the framework's
+    frontend runs the program.
     """
     name = getattr(function, "__qualname__", repr(function))
     if inspect.isgenerator(result) or inspect.iscoroutine(result) or inspect.isasyncgen(result):
@@ -181,10 +183,16 @@ def check_no_escape(function: Any, root: Any, result: Any) -> None:
     for label, value in _state_of(function, root):
         where = _find_proxy(value, label, 4, set())
         if where is not None:
-            raise GraphCaptureError(
-                f"{name} stores a traced tensor in {where} during capture; after capture it "
-                f"would hold a placeholder instead of a tensor. Return the value instead of "
+            from .proxy import GraphBreakError
+            error = GraphBreakError(
+                f"{name} stores a traced tensor in {where} during capture (a cache, a log); a "
+                f"captured graph cannot repeat that store, and after capture it would hold a "
+                f"placeholder instead of a tensor. tensorplay_graph.compile hands such programs "
+                f"to the framework's frontend (a graph break: Dynamo replays the store) or runs "
+                f"them eagerly (TensorPlay); to keep our capture, return the value instead of "
                 f"storing it (or keep the store outside the compiled function)")
+            error.eager_for_tensorplay = True  # type: ignore[attr-defined]
+            raise error
 
 
 def _returned_proxy(value: Any, path: str, seen: set) -> Optional[str]:
@@ -225,8 +233,11 @@ def _state_of(function: Any, root: Any) -> Iterator[Tuple[str, Any]]:
             yield f"self.{qualname + '.' if qualname else ''}{key}", value
     code = getattr(function, "__code__", None)
     names = set(code.co_names) if code is not None else set()
+    from .object_state import class_state
     for key in names & set(getattr(function, "__globals__", {})):
         yield f"global {key}", function.__globals__[key]
+        for attr, item, _ in class_state(function.__globals__[key], function.__globals__):
+            yield f"global {key}.{attr}", item
     for key, cell in zip(code.co_freevars if code is not None else (),
                          getattr(function, "__closure__", None) or ()):
         try:

@@ -31,7 +31,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from ..frameworks import is_tensor
 from .guards import AttrKeys, Guard, ListEntries
 from .proxy import GraphBreakError
-from .state import is_module
+from .state import _global_names, is_module
 from .structure import SCALARS as _SCALARS
 
 #: How deep and how many values the walk visits (a KV cache: cache.layers[i].keys is 3 deep)
@@ -63,6 +63,10 @@ class ObjectState:
         self.tensors: Dict[int, Tuple[str, Any]] = {}  # id -> (path, the tensor: id stays unique)
         #: (path, the list / dict / attribute dict, its shallow copy, "list" / "item" / "attr")
         self._saved: List[Tuple[str, Any, Any, str]] = []
+        #: the same for the containers and module ``__dict__``s reached from globals and the
+        #: root module: put back only when the trace is abandoned (never checked: a program
+        #: may keep numbers there; a stored traced value is ``check_no_escape``'s)
+        self._state_saved: List[Tuple[str, Any, Any, str]] = []
         self._seen: set = set()
         self._attrs: List[Dict[str, Any]] = []  # every plain object's __dict__ walked
         #: global / closure state: id(tensor) -> (the tensor, the guards of the way to it)
@@ -100,15 +104,17 @@ class ObjectState:
             return chain + ((holder, key, item),)
 
         if isinstance(value, (tuple, list)):
-            if save and isinstance(value, list):
-                self._saved.append((path, value, list(value), "list"))
+            if isinstance(value, list) and (save or chain is not None):
+                (self._saved if save else self._state_saved).append(
+                    (path, value, list(value), "list"))
             entries = ListEntries(value) if isinstance(value, list) else None
             self._note_scalars(value, chain)
             for i, item in enumerate(value):
                 self._walk(item, f"{path}[{i}]", depth - 1, inside, save, below(entries, i, item))
         elif isinstance(value, dict):
-            if save:
-                self._saved.append((path, value, dict(value), "item"))
+            if save or chain is not None:
+                (self._saved if save else self._state_saved).append(
+                    (path, value, dict(value), "item"))
             self._note_scalars(value, chain)
             for key, item in list(value.items()):
                 self._walk(item, f"{path}[{key!r}]", depth - 1, inside, save,
@@ -122,8 +128,9 @@ class ObjectState:
             attrs = getattr(value, "__dict__", None)
             if isinstance(attrs, dict):
                 self._attrs.append(attrs)
-                if save:
-                    self._saved.append((path, attrs, dict(attrs), "attr"))
+                if save or chain is not None:
+                    (self._saved if save else self._state_saved).append(
+                        (path, attrs, dict(attrs), "attr"))
                 if chain is not None:
                     self._scalar_holders.append((None, chain))  # its scalars: _attrs
                 for key, item in list(attrs.items()):
@@ -189,9 +196,17 @@ class ObjectState:
                 return f"{path}.{key}" if kind == "attr" else f"{path}[{key!r}]"
         return None
 
+    def snapshot_modules(self, root: Any) -> None:
+        """Save the ``__dict__`` of every module of ``root`` (put back by :meth:`restore`)."""
+        if callable(getattr(root, "named_modules", None)):
+            for qualname, module in root.named_modules():
+                attrs = vars(module)
+                self._state_saved.append((f"self.{qualname}", attrs, dict(attrs), "attr"))
+
     def restore(self) -> None:
-        """Put back every saved attribute, list and dict as it was before the trace."""
-        for _, holder, saved, kind in self._saved:
+        """Put back every saved attribute, list and dict as it was before the trace (an
+        abandoned trace: the framework's frontend or eager runs the program again)."""
+        for _, holder, saved, kind in self._saved + self._state_saved:
             if kind == "list":
                 holder[:] = saved
             else:
@@ -239,6 +254,18 @@ class _Private(frozenset):
 
 
 _PRIVATE = _Private()
+_ABSENT = object()
+
+
+def class_state(value: Any, scope: Dict[str, Any]) -> List[Tuple[str, Any, Guard]]:
+    """The lists and dicts a class of the program's own module keeps as class attributes
+    (``class Registry: items = []``), each with the guard of its binding: state like a
+    global's."""
+    if not isinstance(value, type) or value.__module__ != scope.get("__name__"):
+        return []
+    attrs = vars(value)  # a live view: its .get reads the class's current attribute
+    return [(key, item, (attrs, key, item)) for key, item in list(attrs.items())
+            if isinstance(item, (list, dict)) and not key.startswith("__")]
 
 
 def global_roots(function: Any, root: Any = None) -> Iterable[Tuple[str, Any, Guard]]:
@@ -252,15 +279,28 @@ def global_roots(function: Any, root: Any = None) -> Iterable[Tuple[str, Any, Gu
             if key not in internal and not isinstance(value, _SCALARS) and \
                     not is_tensor(value) and not _framework_object(value) and not is_module(value):
                 yield f"self.{qualname + '.' if qualname else ''}{key}", value, (attrs, key, value)
-    code = getattr(function, "__code__", None)
-    if code is None:
-        return
-    scope = getattr(function, "__globals__", {})
-    for name in code.co_names:
-        if name in scope:
-            yield f"global {name}", scope[name], (scope, name, scope[name])
-    for name, cell in zip(code.co_freevars, getattr(function, "__closure__", None) or ()):
-        try:
-            yield f"closure variable {name}", cell.cell_contents, (cell, None, cell.cell_contents)
-        except ValueError:  # an empty cell
+    # the function, and the helpers of its own module it names (their globals are read as
+    # the function's are: ProgramState.rebind follows them the same way)
+    todo, seen, yielded = [function], set(), set()
+    while todo:
+        current = todo.pop()
+        code = getattr(current, "__code__", None)
+        if code is None or id(current) in seen:
             continue
+        seen.add(id(current))
+        scope = current.__globals__
+        for name in _global_names(code):
+            value = scope.get(name, _ABSENT)
+            if value is _ABSENT or (id(scope), name) in yielded:
+                continue
+            yielded.add((id(scope), name))
+            if isinstance(value, types.FunctionType) and value.__globals__ is scope:
+                todo.append(value)
+            yield f"global {name}", value, (scope, name, value)
+            for key, item, link in class_state(value, scope):
+                yield f"global {name}.{key}", item, link
+        for name, cell in zip(code.co_freevars, current.__closure__ or ()):
+            try:
+                yield f"closure variable {name}", cell.cell_contents, (cell, None, cell.cell_contents)
+            except ValueError:  # an empty cell
+                continue

@@ -31,7 +31,7 @@ from .inputs import call_inputs, signature_inputs
 from .lifting import Lifted, erase_unused_attrs
 from .object_state import ObjectState, argument_roots, global_roots
 from .naming import attribute_qualname
-from .proxy import MISSING, Proxy, made_tensor_write, run_program
+from .proxy import MISSING, GraphBreakError, Proxy, made_tensor_write, run_program
 from .printing import recording_print
 from .randomness import NOT_RANDOM, example_without_drawing
 from .guards import check_root_hooks
@@ -318,6 +318,7 @@ class Tracer:
             check_root_hooks(root)
         args, kwargs = inputs(function)
         objects = self._objects = ObjectState(argument_roots(args, kwargs), global_roots(function, root))
+        objects.snapshot_modules(root)
         token = ACTIVE_TRACER.set(self)
         try:
             with ExitStack() as stack:
@@ -351,7 +352,11 @@ class Tracer:
             ACTIVE_TRACER.reset(token)
             self._random_mode = self._objects = None
         self.guards += state.late_guards(self._framework) + objects.scalar_guards()
-        check_no_escape(function, root, result)
+        try:
+            check_no_escape(function, root, result)
+        except GraphBreakError:
+            objects.restore()  # a traced value stored in the program's state: undo the stores
+            raise
         self._lifted.keep_unwritten(self.attrs)
         erase_unused_attrs(self.graph, self.attrs)
         if lint_enabled():
