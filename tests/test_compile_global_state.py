@@ -66,6 +66,14 @@ CASES = {
         "def helper(x):\n    return x * CFG['scale']\n\ndef f(x):\n    return helper(x) + 1\n",
         lambda lib: {"CFG": {"scale": 2.0}},
         lambda ns, lib: ns["CFG"].__setitem__("scale", 5.0)),
+    "global list appended": (
+        "def f(x):\n    for s in SIZES:\n        x = x * s\n    return x\n",
+        lambda lib: {"SIZES": [1.0, 2.0]},
+        lambda ns, lib: ns["SIZES"].append(3.0)),
+    "global dict key added": (
+        "def f(x):\n    for v in CFG.values():\n        x = x + v\n    return x\n",
+        lambda lib: {"CFG": {"a": 1.0}},
+        lambda ns, lib: ns["CFG"].__setitem__("b", 5.0)),
     "global dict rebound": (
         "def f(x):\n    return x * CFG['scale']\n",
         lambda lib: {"CFG": {"scale": 2.0}},
@@ -224,3 +232,45 @@ def test_a_cache_the_first_call_fills_holds_a_real_tensor():
         torch.testing.assert_close(cached, model[1].biases.detach()[[3, 0, 1]])
         torch.testing.assert_close(compiled(x), model(x))
     assert "graph break" in compiled.explain()
+
+
+def test_a_modules_list_appended_captures_again():
+    class Repeated(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scales = [2.0]
+
+        def forward(self, x):
+            for s in self.scales:
+                x = x * s
+            return x
+
+    model = Repeated()
+    compiled = tpg.compile(model)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled(x), model(x))
+    model.scales.append(3.0)
+    torch.testing.assert_close(compiled(x), torch.full((2,), 6.0))
+
+
+@pytest.mark.parametrize("fw", ["torch", "tensorplay"])
+def test_a_program_logging_into_a_global_list_logs_every_call(fw):
+    """A write the graph cannot repeat (before: only the capture's call logged)."""
+    lib = FRAMEWORKS[fw]
+    f, namespace = _program(lib, "def f(x):\n    LOG.append(tuple(x.shape))\n    return x * 2\n",
+                            {"LOG": []})
+    compiled = tpg.compile(f)
+    x = lib.ones(3)
+    for _ in range(3):
+        np.testing.assert_allclose(values(compiled(x)), [2.0, 2.0, 2.0])
+    assert namespace["LOG"] == [(3,)] * 3
+    assert "changes global LOG[0]" in compiled.explain()
+
+
+def test_a_function_writing_its_own_attribute_is_a_graph_break():
+    f, _ = _program(tp, "def f(x):\n    f.calls = getattr(f, 'calls', 0) + 1\n    return x * f.calls\n", {})
+    compiled = tpg.compile(f)
+    x = tp.ones(2)
+    np.testing.assert_allclose(values(compiled(x)), [1.0, 1.0])
+    np.testing.assert_allclose(values(compiled(x)), [2.0, 2.0])  # TensorPlay: eager, as eager
+    assert "attributes of f['calls']" in compiled.explain()

@@ -29,7 +29,7 @@ import types
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ..frameworks import is_tensor
-from .guards import AttrKeys, Guard, ListEntries
+from .guards import VALUE, AttrKeys, Guard, ListEntries, ValueGuard
 from .proxy import GraphBreakError
 from .state import _global_names, is_module
 from .structure import SCALARS as _SCALARS
@@ -138,9 +138,9 @@ class ObjectState:
                                below(attrs, key, item))
 
     def _note_scalars(self, container: Any, chain: Optional[Chain]) -> None:
-        if chain is not None and any(isinstance(v, _SCALARS) for v in
-                                     (container.values() if isinstance(container, dict)
-                                      else container)):
+        # every list / dict reached from the program's state: its way, its length or keys
+        # (``for s in SIZES`` reads an appended entry) and its numbers are guarded
+        if chain is not None:
             self._scalar_holders.append((container, chain))
 
     def scalar_guards(self) -> List[Guard]:
@@ -158,7 +158,11 @@ class ObjectState:
         for container, _ in self._scalar_holders:
             if container is not None and not isinstance(container, tuple):
                 keys = AttrKeys.scalars(container)
-                guards.append((container, keys, keys.values(container)))
+                if keys:
+                    guards.append((container, keys, keys.values(container)))
+                shape = ValueGuard(functools.partial(_entries, container),
+                                   "the length or keys of a list or dict the program reads")
+                guards.append((shape, VALUE, None))
         seen = set()
         for chain in [c for _, c in self._scalar_holders] + self._read_chains:
             for link in chain:
@@ -182,11 +186,15 @@ class ObjectState:
                 "graph break); to keep our capture, pass the tensor as an argument")
 
     def changed(self) -> Optional[str]:
-        """The first argument object attribute (or list / dict entry) the trace changed."""
-        for path, holder, saved, kind in self._saved:
+        """The first argument object attribute (or list / dict entry), or entry of a list or
+        dict reached from the program's globals or modules, the trace changed."""
+        state = [entry for entry in self._state_saved if entry[3] in ("list", "item")]
+        for path, holder, saved, kind in self._saved + state:
             if kind == "list":
                 if len(holder) != len(saved) or any(a is not b for a, b in zip(holder, saved)):
-                    return path
+                    index = next((i for i, (a, b) in enumerate(zip(holder, saved)) if a is not b),
+                                 min(len(holder), len(saved)))
+                    return f"{path}[{index}]"
                 continue
             keys = holder.keys() ^ saved.keys()
             key = next(iter(keys), None)
@@ -201,7 +209,7 @@ class ObjectState:
         if callable(getattr(root, "named_modules", None)):
             for qualname, module in root.named_modules():
                 attrs = vars(module)
-                self._state_saved.append((f"self.{qualname}", attrs, dict(attrs), "attr"))
+                self._state_saved.append((f"self.{qualname}", attrs, dict(attrs), "module"))
 
     def restore(self) -> None:
         """Put back every saved attribute, list and dict as it was before the trace (an
@@ -220,8 +228,9 @@ class ObjectState:
         if where is not None:
             self.restore()
             raise ObjectStateError(
-                f"the program changes {where}, state of an object passed as an argument: a "
-                "captured graph cannot repeat that write on later calls. tensorplay_graph."
+                f"the program changes {where}, state of an object passed as an argument or "
+                "held by its globals or modules: a captured graph cannot repeat that write on "
+                "later calls. tensorplay_graph."
                 "compile hands such programs to the framework's frontend (a graph break), "
                 "which replays it; to keep our capture, return the new value instead")
 
@@ -257,6 +266,10 @@ _PRIVATE = _Private()
 _ABSENT = object()
 
 
+def _entries(container: Any) -> Any:
+    return len(container) if isinstance(container, list) else tuple(container)
+
+
 def class_state(value: Any, scope: Dict[str, Any]) -> List[Tuple[str, Any, Guard]]:
     """The lists and dicts a class of the program's own module keeps as class attributes
     (``class Registry: items = []``), each with the guard of its binding: state like a
@@ -289,6 +302,9 @@ def global_roots(function: Any, root: Any = None) -> Iterable[Tuple[str, Any, Gu
             continue
         seen.add(id(current))
         scope = current.__globals__
+        attrs = getattr(getattr(current, "__func__", current), "__dict__", None)
+        if attrs is not None:  # ``f.calls += 1``: the function object's own attributes
+            yield f"attributes of {current.__qualname__}", attrs, None
         for name in _global_names(code):
             value = scope.get(name, _ABSENT)
             if value is _ABSENT or (id(scope), name) in yielded:
