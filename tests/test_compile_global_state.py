@@ -261,3 +261,18 @@ def test_a_modules_plain_attributes_changed_are_never_served_stale(case):
         torch.testing.assert_close(compiled(x), model(x))
         change(model)
         torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_a_large_global_dict_is_guarded_by_its_length():
+    """Guards run on every call: a 50,000-entry dict is checked by its length, not entry by
+    entry (README, known limits: a value changed in place there is not seen)."""
+    vocab = {f"tok{i}": i for i in range(50_000)}
+    f, _ = _program(torch, "def f(x):\n    return x + VOCAB['tok7']\n", {"VOCAB": vocab})
+    compiled = tpg.compile(f)
+    x = torch.zeros(2)
+    torch.testing.assert_close(compiled(x), f(x))
+    (spec,) = compiled.specializations.values()
+    assert all(len(key) <= 256 for _, key, _ in spec.guards if isinstance(key, tuple))
+    vocab["extra"] = 1
+    torch.testing.assert_close(compiled(x), f(x))
+    assert compiled.captures == 2
