@@ -226,24 +226,13 @@ def _returned_proxy(value: Any, path: str, seen: set) -> Optional[str]:
 
 
 def _state_of(function: Any, root: Any) -> Iterator[Tuple[str, Any]]:
-    """What a program can write to and keep: module attributes, globals, closure cells."""
-    modules = root.named_modules() if callable(getattr(root, "named_modules", None)) else ()
-    for qualname, module in modules:
-        for key, value in list(vars(module).items()):
-            yield f"self.{qualname + '.' if qualname else ''}{key}", value
-    code = getattr(function, "__code__", None)
-    names = set(code.co_names) if code is not None else set()
-    from .object_state import class_state
-    for key in names & set(getattr(function, "__globals__", {})):
-        yield f"global {key}", function.__globals__[key]
-        for attr, item, _ in class_state(function.__globals__[key], function.__globals__):
-            yield f"global {key}.{attr}", item
-    for key, cell in zip(code.co_freevars if code is not None else (),
-                         getattr(function, "__closure__", None) or ()):
-        try:
-            yield f"closure variable {key}", cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
+    """What a program can write to and keep: module attributes (their tables too), globals,
+    class attributes, closure cells and function attributes (the walk of ``object_state``)."""
+    from .object_state import function_roots, module_roots
+    for path, value, _ in module_roots(root, internal=True):
+        yield path, value
+    for path, value, _ in function_roots(function):
+        yield path, value
 
 
 # -- the user's source location ---------------------------------------------

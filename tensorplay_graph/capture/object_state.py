@@ -294,13 +294,27 @@ def global_roots(function: Any, root: Any = None) -> Iterable[Tuple[str, Any, Gu
     """The globals the function's code names, its closure variables and the plain objects
     the root module's modules hold (``self.holder``; reads only), each with the guard of its
     binding (``(namespace, name, value)``, a cell's ``(cell, None, value)``)."""
+    for path, value, link in module_roots(root):
+        if not isinstance(value, _SCALARS) and not is_tensor(value) and \
+                not _framework_object(value) and not is_module(value):
+            yield path, value, link
+    yield from function_roots(function)
+
+
+def module_roots(root: Any, internal: bool = False) -> Iterable[Tuple[str, Any, Guard]]:
+    """Every attribute of every module of ``root`` (with ``internal``, the framework's own
+    tables too), with the guard of its binding."""
     modules = root.named_modules() if callable(getattr(root, "named_modules", None)) else ()
     for qualname, module in modules:
-        attrs, internal = vars(module), _module_internals(type(module))
+        attrs, skip = vars(module), () if internal else _module_internals(type(module))
         for key, value in list(attrs.items()):
-            if key not in internal and not isinstance(value, _SCALARS) and \
-                    not is_tensor(value) and not _framework_object(value) and not is_module(value):
+            if key not in skip:
                 yield f"self.{qualname + '.' if qualname else ''}{key}", value, (attrs, key, value)
+
+
+def function_roots(function: Any) -> Iterable[Tuple[str, Any, Guard]]:
+    """The globals ``function`` and the helpers of its own module it names read, their class
+    attributes' lists and dicts, closure variables and the functions' own attributes."""
     # the function, and the helpers of its own module it names (their globals are read as
     # the function's are: ProgramState.rebind follows them the same way)
     todo, seen, yielded = [function], set(), set()
