@@ -9,8 +9,8 @@ Mixtral (mixture of experts), Mamba (a selective scan), and its ResNet / MobileN
 ConvNeXt vision models), TensorPlay's ``nn`` (MLP, a transformer
 encoder layer, a conv net, an MLP around a registered custom op) and TensorPlay's own
 model zoo (``tensorplay.vision.models``, ``tensorplay.audio.models``). torchvision and timm
-are absent: no torchvision release imports beside the CPU build of torch 2.13.0, and timm
-imports torchvision.
+are in :mod:`.zoo_vision`, outside the test suite: no torchvision release imports beside the
+CPU build of torch 2.13.0, and timm imports torchvision.
 """
 
 from __future__ import annotations
