@@ -253,16 +253,21 @@ def test_layer_norm_input_gradient_with_infinite_weights_is_torch_cpus(weight):
     _matches_eager(fn, [x, np.asarray(weight, dtype=np.float32)], torch)
 
 
-def test_abs_gradient_at_nan_passes_the_incoming_nan_as_torch_does():
-    """Grad fuzz seed 99998563: torch's ``abs`` backward is ``g * sgn(a)``; at a NaN ``a`` the
-    incoming ``g = cos(|a|)`` is NaN and so is the gradient (ours gave 0)."""
-    torch = pytest.importorskip("torch")
+@pytest.mark.parametrize("name", _frameworks())
+@pytest.mark.parametrize("outer", ["sin", "sqrt"])
+def test_abs_gradient_at_zero_and_nan_is_g_times_sign(name, outer):
+    """``abs``'s backward is ``g * sgn(a)`` in both frameworks: at a NaN ``a`` the incoming
+    ``g = cos(|a|)`` is NaN (grad fuzz seed 99998563, torch), at a zero ``a`` the incoming
+    ``g`` of ``sqrt(|a|)`` is infinite (seed 100400213, TensorPlay): NaN either way (ours
+    gave 0)."""
+    fw = _fw(name)
+    op = getattr(fw, outer)
 
     def fn(x):
-        return (torch.sin(x.abs()),)
+        return (op(x.abs()),)
 
     x = np.asarray([np.nan, 0.0, -0.0, 1.5, -2.0, np.inf, -np.inf], dtype=np.float32)
-    _matches_eager(fn, [x], torch)
+    _matches_eager(fn, [x], fw)
 
 
 def test_layer_norm_of_an_empty_row_trains():

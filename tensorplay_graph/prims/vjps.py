@@ -62,10 +62,9 @@ def _neg(e, g, out, a):
 
 @rule("abs")
 def _abs(e, g, out, a):
-    # torch: ``g * sgn(a)``: at a zero or NaN ``a`` that is ``g * 0`` (NaN for a NaN / infinite
-    # ``g``: grad fuzz seed 99998563)
-    zero = e.mul(g, 0.0) if e.framework == "torch" else 0.0
-    return {"a": e.where(e.gt(a, 0), g, e.where(e.lt(a, 0), e.neg(g), zero))}
+    # both frameworks: ``g * sgn(a)``: at a zero or NaN ``a`` that is ``g * 0`` (NaN for a NaN
+    # or infinite ``g``: grad fuzz seeds 99998563, torch; 100400213, TensorPlay's sqrt(|x|))
+    return {"a": e.where(e.gt(a, 0), g, e.where(e.lt(a, 0), e.neg(g), e.mul(g, 0.0)))}
 
 
 @rule("pow")
