@@ -10,7 +10,7 @@ into each specialization's entry; :func:`guard_fails` describes the first one br
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from ..frameworks import adapter_for, is_tensor, loaded
 from .proxy import MISSING, GraphBreakError

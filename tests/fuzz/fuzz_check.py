@@ -52,7 +52,7 @@ class Outcome:
 
 #: Skip verdicts that call a mismatch rounding, not the compiler's error: eager moves as far
 #: under its inputs' rounding (``fuzz_condition``), or float64 eager gives the compiled
-#: results (``grad_check._eager_rounding``).
+#: results (``grad_rounding._eager_rounding``).
 ROUNDING_VERDICTS = ("ill-conditioned", "eager's rounding")
 
 
