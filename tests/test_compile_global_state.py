@@ -74,6 +74,18 @@ CASES = {
         "def f(x):\n    for v in CFG.values():\n        x = x + v\n    return x\n",
         lambda lib: {"CFG": {"a": 1.0}},
         lambda ns, lib: ns["CFG"].__setitem__("b", 5.0)),
+    "numpy scalar rebound": (
+        "def f(x):\n    return x * float(SCALE)\n",
+        lambda lib: {"SCALE": np.float32(2.0)},
+        lambda ns, lib: ns.__setitem__("SCALE", np.float32(3.0))),
+    "numpy array rebound": (
+        "def f(x):\n    return x + lib.from_numpy(ARR)\n",
+        lambda lib: {"ARR": np.ones(3, np.float32)},
+        lambda ns, lib: ns.__setitem__("ARR", np.full(3, 5.0, np.float32))),
+    "dtype rebound": (
+        "def f(x):\n    return x.to(DT) * 2\n",
+        lambda lib: {"DT": lib.float32},
+        lambda ns, lib: ns.__setitem__("DT", lib.float64)),
     "global dict rebound": (
         "def f(x):\n    return x * CFG['scale']\n",
         lambda lib: {"CFG": {"scale": 2.0}},
@@ -93,7 +105,9 @@ def test_changed_global_state_is_never_served_from_the_old_capture(fw, case):
     np.testing.assert_allclose(values(compiled(x)), values(f(x)))
     assert compiled.captures == 1  # unchanged state: the guards hold
     change(namespace, lib)
-    np.testing.assert_allclose(values(compiled(x)), values(f(x)))
+    got, want = compiled(x), f(x)
+    np.testing.assert_allclose(values(got), values(want))
+    assert got.dtype == want.dtype
     assert compiled.captures == 2
 
 

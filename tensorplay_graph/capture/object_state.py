@@ -80,11 +80,16 @@ class ObjectState:
         self._budget = LIMIT
         for path, value in arguments:
             self._walk(value, path, DEPTH, inside=False, save=True)
+        #: every global and closure binding the program names, by identity: a value the walk
+        #: does not enter (a dtype, a numpy array or scalar) rebound must capture again
+        self._bindings: List[Guard] = []
         for path, value, link in globals_:
             # a tensor in a module's list / dict is state too (in a function's global or
             # closure container it is a constant: the tensor itself, its way guarded)
             self._walk(value, path, DEPTH, inside=path.startswith("self."), save=False,
                        chain=(link,))
+            if link is not None and not path.startswith("self."):
+                self._bindings.append(link)
 
     def _walk(self, value: Any, path: str, depth: int, inside: bool, save: bool,
               chain: Optional[Chain] = None) -> None:
@@ -173,7 +178,7 @@ class ObjectState:
                                    "the length or keys of a list or dict the program reads")
             guards.append((shape, VALUE, None))
         seen = set()
-        for chain in [c for _, c in self._scalar_holders] + self._read_chains:
+        for chain in [c for _, c in self._scalar_holders] + self._read_chains + [self._bindings]:
             for link in chain:
                 if link is not None and (id(link[0]), link[1]) not in seen:
                     seen.add((id(link[0]), link[1]))
