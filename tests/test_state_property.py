@@ -3,8 +3,8 @@
 The op fuzzer's programs take tensors and literals only; F11-F14 (tests/models/FINDINGS.md)
 came from state a program reads through its globals, closure cells and containers. Each case
 here builds a namespace of such state (dicts and lists of numbers and tensors, a nested dict,
-a plain object, a class attribute list, a closure list), a function reading a random subset of
-it, and then changes the state between calls at random (a number set, a tensor replaced or
+a plain object, a class attribute list, a closure list, a numpy scalar and array), a function
+reading a random subset of it, and then changes the state between calls at random (a number set, a tensor replaced or
 written in place, an entry appended or added, a container rebound) -- every call must equal
 eager's on the state as it is. ``TPG_STATE_CASES`` runs more cases (default 60 per framework).
 """
@@ -35,6 +35,8 @@ TERMS = [
     "_scaled_by_each(x)",
     "_sum_of_values(x)",
     "x * len(SIZES)",
+    "x * float(NPS)",
+    "x + lib.from_numpy(ARR)",
 ]
 
 PRELUDE = """
@@ -62,7 +64,8 @@ def _state(lib, rng):
     holder.__module__ = "<state case>"
     return {"lib": lib, "__name__": "<state case>", "CFG": {"scale": 2.0, "bias": 1.0},
             "W": {"w": t()}, "NEST": {"inner": {"s": 3.0, "t": t()}}, "OBJ": Obj(1.5),
-            "Holder": holder, "SIZES": [1.0, 2.0]}
+            "Holder": holder, "SIZES": [1.0, 2.0], "NPS": np.float32(0.5),
+            "ARR": np.ones(3, np.float32)}
 
 
 def _changes(lib, ns, cell, rng):
@@ -82,6 +85,9 @@ def _changes(lib, ns, cell, rng):
         lambda: ns["SIZES"].pop() if len(ns["SIZES"]) > 1 else None,
         lambda: cell.__setitem__(0, t()),
         lambda: cell[0].mul_(2.0),
+        lambda: ns.__setitem__("NPS", np.float32(rng.integers(1, 4))),
+        lambda: ns.__setitem__("ARR", np.full(3, float(rng.integers(2, 5)), np.float32)),
+        lambda: ns["ARR"].__setitem__(0, 9.0),
         lambda: None,
     ]
 
