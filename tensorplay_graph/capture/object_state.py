@@ -9,16 +9,23 @@ read its capture-time value. Writes are no better: the graph cannot replay a Pyt
 effect (``cache.update`` appending this call's keys), and a traced value stored into the
 object would reach the caller as a placeholder.
 
-:class:`ObjectState` records, before the trace, which tensors are reachable through plain
-objects (arguments, and the root function's globals and closure variables) and a shallow
-copy of every argument object's attributes and of the lists and dicts among the arguments.
-Reading such a tensor, or changing such an attribute or entry, ends the capture with
-:class:`ObjectStateError`, a graph break (the framework's own frontend follows attribute
-reads and writes with guards), and the attributes are put back as they were before the
-trace. The numbers, flags and strings of every plain object walked are guarded by value
-(:meth:`ObjectState.scalar_guards`: ``model.config.output_hidden_states = True`` after a
-capture captures again). Objects of the frameworks themselves (modules, devices,
-generators) are not entered: module state is read through ``get_attr`` nodes.
+:class:`ObjectState` walks, before the trace, the arguments and the program's state: the
+globals and closure cells of the function and of the same-module helpers it names, their
+classes' list / dict attributes, the functions' own attributes, and every module attribute
+but the framework's own tables. It keeps a shallow copy of each container it enters.
+
+- Reading a tensor held by a plain object or a module's list / dict, or changing an
+  argument object or any list / dict of that state, ends the capture with
+  :class:`ObjectStateError`, a graph break (the framework's own frontend follows attribute
+  reads and writes with guards); what the trace changed is put back.
+- What stays captured is guarded (:meth:`ObjectState.scalar_guards`): every binding the
+  program names and every entry on the way to a global-held tensor it read, by identity;
+  the numbers, flags and strings of every plain object, list and dict walked, by value
+  (``model.config.output_hidden_states = True`` after a capture captures again); the
+  length or keys of each list and dict (its length only past :data:`LARGE` entries).
+
+Objects of the frameworks themselves (modules, devices, generators) are not entered: module
+state is read through ``get_attr`` nodes.
 """
 
 from __future__ import annotations
