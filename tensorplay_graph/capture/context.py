@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from ..errors import GraphCaptureError
 from ..frameworks import adapter_for, loaded
+from .structure import SCALARS as _SCALARS, is_framework_object
 
 #: The innermost active Tracer on this thread/context, or None.
 ACTIVE_TRACER: ContextVar[Any] = ContextVar("tensorplay_graph_active_tracer", default=None)
@@ -115,7 +116,6 @@ def capture_call(target: Callable[..., Any], args: Tuple[Any, ...], kwargs: Opti
 
 # -- proxies must not leave the capture ----------------------------------------
 
-_SCALARS = (str, bytes, int, float, complex, bool, type(None))
 
 
 def _find_proxy(value: Any, path: str, depth: int, seen: set) -> Optional[str]:
@@ -142,7 +142,7 @@ def _find_proxy(value: Any, path: str, depth: int, seen: set) -> Optional[str]:
             if found:
                 return found
         return None
-    if type(value).__module__.split(".")[0] in ("torch", "tensorplay"):
+    if is_framework_object(value):
         return None  # a tensor or a framework object: never holds our proxies
     attrs = getattr(value, "__dict__", None)
     if isinstance(attrs, dict):

@@ -126,6 +126,19 @@ class ValueGuard:
         self.read, self.expected, self.what = read, read(), what
 
 
+def unique(guards: List[Guard]) -> List[Guard]:
+    """``guards`` without repeats: a global the program reads is guarded by the capture's
+    rebinding and by the state walk alike, and each guard runs on every call."""
+    seen, kept = set(), []
+    for guard in guards:
+        container, key, _ = guard
+        mark = (id(container), key) if key is None or isinstance(key, (str, int)) else id(guard)
+        if mark not in seen:
+            seen.add(mark)
+            kept.append(guard)
+    return kept
+
+
 def guard_fails(guards: List[Guard]) -> Optional[str]:
     """The first guard that no longer holds, described; ``None`` if all hold."""
     for container, key, expected in guards:

@@ -39,7 +39,7 @@ from ..frameworks import is_tensor
 from .guards import VALUE, AttrKeys, Guard, ListEntries, ValueGuard
 from .proxy import GraphBreakError
 from .state import _global_names, is_module
-from .structure import SCALARS as _SCALARS
+from .structure import FRAMEWORK_PACKAGES, SCALARS as _SCALARS, is_framework_object
 
 #: How deep and how many values the walk visits (a KV cache: cache.layers[i].keys is 3 deep)
 DEPTH, LIMIT = 6, 5000
@@ -62,10 +62,6 @@ class ObjectStateError(GraphBreakError):
     eager_for_tensorplay = True
 
 
-def _framework_object(value: Any) -> bool:
-    return type(value).__module__.split(".")[0] in ("torch", "tensorplay")
-
-
 class ObjectState:
     """What plain objects hold before a trace (see the module docstring)."""
 
@@ -74,15 +70,17 @@ class ObjectState:
         self.tensors: Dict[int, Tuple[str, Any]] = {}  # id -> (path, the tensor: id stays unique)
         #: (path, the list / dict / attribute dict, its shallow copy, "list" / "item" / "attr")
         self._saved: List[Tuple[str, Any, Any, str]] = []
-        #: the same for the containers and module ``__dict__``s reached from globals and the
-        #: root module: put back only when the trace is abandoned (never checked: a program
-        #: may keep numbers there; a stored traced value is ``check_no_escape``'s)
+        #: the same for the lists, dicts and plain objects reached from globals and modules:
+        #: put back when the trace is abandoned (a plain object's attributes are not checked:
+        #: a program may keep numbers there; a stored traced value is ``check_no_escape``'s)
         self._state_saved: List[Tuple[str, Any, Any, str]] = []
         self._seen: set = set()
         self._attrs: List[Dict[str, Any]] = []  # every plain object's __dict__ walked
         #: global / closure state: id(tensor) -> (the tensor, the guards of the way to it)
         self._held: Dict[int, Tuple[Any, Chain]] = {}
-        self._scalar_holders: List[Tuple[Any, Chain]] = []  # lists / dicts holding scalars
+        #: every list, dict, tuple (and, as None, plain object) reached from the program's
+        #: state, with the guards of the way to it
+        self._containers: List[Tuple[Any, Chain]] = []
         self._read_chains: List[Chain] = []
         self._budget = LIMIT
         for path, value in arguments:
@@ -107,7 +105,7 @@ class ObjectState:
                 self._held.setdefault(id(value), (value, chain))
             return
         if depth <= 0 or self._budget <= 0 or isinstance(value, _SCALARS + _OPAQUE) or \
-                id(value) in self._seen or _framework_object(value) or is_module(value):
+                id(value) in self._seen or is_framework_object(value) or is_module(value):
             return
         self._seen.add(id(value))
         self._budget -= 1
@@ -124,14 +122,14 @@ class ObjectState:
                 (self._saved if save else self._state_saved).append(
                     (path, value, list(value), "list"))
             entries = ListEntries(value) if isinstance(value, list) else None
-            self._note_scalars(value, chain)
+            self._note_container(value, chain)
             for i, item in enumerate(value):
                 self._walk(item, f"{path}[{i}]", depth - 1, inside, save, below(entries, i, item))
         elif isinstance(value, dict):
             if save or chain is not None:
                 (self._saved if save else self._state_saved).append(
                     (path, value, dict(value), "item"))
-            self._note_scalars(value, chain)
+            self._note_container(value, chain)
             for key, item in list(value.items()):
                 self._walk(item, f"{path}[{key!r}]", depth - 1, inside, save,
                            below(value, key, item))
@@ -148,16 +146,16 @@ class ObjectState:
                     (self._saved if save else self._state_saved).append(
                         (path, attrs, dict(attrs), "attr"))
                 if chain is not None:
-                    self._scalar_holders.append((None, chain))  # its scalars: _attrs
+                    self._containers.append((None, chain))  # its scalars: _attrs
                 for key, item in list(attrs.items()):
                     self._walk(item, f"{path}.{key}", depth - 1, True, save,
                                below(attrs, key, item))
 
-    def _note_scalars(self, container: Any, chain: Optional[Chain]) -> None:
+    def _note_container(self, container: Any, chain: Optional[Chain]) -> None:
         # every list / dict reached from the program's state: its way, its length or keys
         # (``for s in SIZES`` reads an appended entry) and its numbers are guarded
         if chain is not None:
-            self._scalar_holders.append((container, chain))
+            self._containers.append((container, chain))
 
     def scalar_guards(self) -> List[Guard]:
         """After the trace: guards on the numbers, flags and strings of every plain object
@@ -171,7 +169,7 @@ class ObjectState:
             keys = AttrKeys.scalars(attrs)
             if keys:
                 guards.append((attrs, keys, keys.values(attrs)))
-        for container, _ in self._scalar_holders:
+        for container, _ in self._containers:
             if container is None or isinstance(container, tuple):
                 continue
             if len(container) > LARGE:  # checked per call: its length only (a known limit)
@@ -185,7 +183,7 @@ class ObjectState:
                                    "the length or keys of a list or dict the program reads")
             guards.append((shape, VALUE, None))
         seen = set()
-        for chain in [c for _, c in self._scalar_holders] + self._read_chains + [self._bindings]:
+        for chain in [c for _, c in self._containers] + self._read_chains + [self._bindings]:
             for link in chain:
                 if link is not None and (id(link[0]), link[1]) not in seen:
                     seen.add((id(link[0]), link[1]))
@@ -212,9 +210,9 @@ class ObjectState:
         state = [entry for entry in self._state_saved if entry[3] in ("list", "item")]
         for path, holder, saved, kind in self._saved + state:
             if kind == "list":
-                if len(holder) != len(saved) or any(a is not b for a, b in zip(holder, saved)):
-                    index = next((i for i, (a, b) in enumerate(zip(holder, saved)) if a is not b),
-                                 min(len(holder), len(saved)))
+                index = next((i for i, (a, b) in enumerate(zip(holder, saved)) if a is not b),
+                             None if len(holder) == len(saved) else min(len(holder), len(saved)))
+                if index is not None:
                     return f"{path}[{index}]"
                 continue
             keys = holder.keys() ^ saved.keys()
@@ -224,13 +222,6 @@ class ObjectState:
             if key is not None:
                 return f"{path}.{key}" if kind == "attr" else f"{path}[{key!r}]"
         return None
-
-    def snapshot_modules(self, root: Any) -> None:
-        """Save the ``__dict__`` of every module of ``root`` (put back by :meth:`restore`)."""
-        if callable(getattr(root, "named_modules", None)):
-            for qualname, module in root.named_modules():
-                attrs = vars(module)
-                self._state_saved.append((f"self.{qualname}", attrs, dict(attrs), "module"))
 
     def restore(self) -> None:
         """Put back every saved attribute, list and dict as it was before the trace (an
@@ -268,7 +259,7 @@ def _module_internals(cls: type) -> frozenset:
     submodule and hook tables: read through ``get_attr`` nodes and hook guards, not walked);
     a module's other attributes, private ones included (``self._cfg``), are its user's."""
     for base in cls.__mro__:
-        if base.__name__ == "Module" and base.__module__.split(".")[0] in ("torch", "tensorplay"):
+        if base.__name__ == "Module" and base.__module__.split(".")[0] in FRAMEWORK_PACKAGES:
             try:
                 return frozenset(vars(base()))
             except Exception:  # noqa: BLE001 - cannot build it: walk no private name
@@ -308,7 +299,7 @@ def global_roots(function: Any, root: Any = None) -> Iterable[Tuple[str, Any, Gu
     binding (``(namespace, name, value)``, a cell's ``(cell, None, value)``)."""
     for path, value, link in module_roots(root):
         if not isinstance(value, _SCALARS) and not is_tensor(value) and \
-                not _framework_object(value) and not is_module(value):
+                not is_framework_object(value) and not is_module(value):
             yield path, value, link
     yield from function_roots(function)
 

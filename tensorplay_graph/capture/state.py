@@ -169,7 +169,6 @@ class ProgramState:
                         del module.__dict__[attr]
                     else:
                         module.__dict__[attr] = previous
-        self._snapshots.clear()
         # ``self.steps += 1`` on a buffer stores the in-place result -- the buffer itself in
         # eager -- back into ``_buffers``: the buffer comes back (the graph updates it).
         for module, before in self._tables:
@@ -178,6 +177,14 @@ class ProgramState:
                 if name in before and self._own_inplace_result(value, before[name]):
                     buffers[name] = before[name]
         self._tables.clear()
+
+    def restore_modules(self) -> None:
+        """Put every patched module's ``__dict__`` back as it was before the trace (an
+        abandoned trace: the framework's frontend or eager runs the program again)."""
+        for module, before in self._snapshots:
+            attrs = module.__dict__
+            attrs.clear()
+            attrs.update(before)
 
     def _own_inplace_result(self, value: Any, tensor: Any) -> bool:
         """``value`` is a proxy of in-place ops applied to ``tensor``'s own get_attr."""

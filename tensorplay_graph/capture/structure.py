@@ -23,6 +23,14 @@ from ..frameworks import framework_of
 
 #: Values keyed (and baked into the capture) by value.
 SCALARS = (bool, int, float, complex, str, bytes, type(None))
+#: Top-level packages of the frameworks whose objects (tensors, modules, dtypes, devices)
+#: never hold our proxies or a program's plain state.
+FRAMEWORK_PACKAGES = ("torch", "tensorplay")
+
+
+def is_framework_object(value: Any) -> bool:
+    """Whether ``value``'s type comes from torch or TensorPlay."""
+    return type(value).__module__.split(".")[0] in FRAMEWORK_PACKAGES
 #: Field order of a tensor's key after ``("tensor", framework, ...)``.
 TENSOR_FIELDS = ("shape", "dtype", "device", "stride", "requires_grad")
 

@@ -34,7 +34,7 @@ from .naming import attribute_qualname
 from .proxy import MISSING, GraphBreakError, Proxy, made_tensor_write, run_program
 from .printing import recording_print
 from .randomness import NOT_RANDOM, example_without_drawing
-from .guards import check_root_hooks
+from .guards import check_root_hooks, unique
 from .state import ProgramState, is_module
 from .structure import output_spec, plain
 from .unknown_values import UnknownValues
@@ -318,7 +318,7 @@ class Tracer:
             check_root_hooks(root)
         args, kwargs = inputs(function)
         objects = self._objects = ObjectState(argument_roots(args, kwargs), global_roots(function, root))
-        objects.snapshot_modules(root)
+        state: Optional[ProgramState] = None
         token = ACTIVE_TRACER.set(self)
         try:
             with ExitStack() as stack:
@@ -342,7 +342,7 @@ class Tracer:
                 state.finish()
                 self.guards = state.guards
         except BaseException as error:
-            objects.restore()  # a failed trace leaves the caller's objects as they were
+            _abandon(objects, state)  # a failed trace leaves the caller's state as it was
             if not isinstance(error, RuntimeError) or \
                     type(error).__name__ != "GraphCaptureError" or isinstance(error, GraphCaptureError):
                 raise
@@ -351,11 +351,12 @@ class Tracer:
         finally:
             ACTIVE_TRACER.reset(token)
             self._random_mode = self._objects = None
-        self.guards += state.late_guards(self._framework) + objects.scalar_guards()
+        self.guards = unique(self.guards + state.late_guards(self._framework)
+                             + objects.scalar_guards())
         try:
             check_no_escape(function, root, result)
         except GraphBreakError:
-            objects.restore()  # a traced value stored in the program's state: undo the stores
+            _abandon(objects, state)  # a traced value stored in the program's state: undo it
             raise
         self._lifted.keep_unwritten(self.attrs)
         erase_unused_attrs(self.graph, self.attrs)
@@ -377,3 +378,10 @@ class Tracer:
             example = self._example_of(example)
             _set_tensor_meta(node, example)
         return Proxy(node, self, example)
+
+
+def _abandon(objects: ObjectState, state: Optional[ProgramState]) -> None:
+    """Undo what an abandoned trace wrote into the caller's objects and modules."""
+    objects.restore()
+    if state is not None:
+        state.restore_modules()
