@@ -10,9 +10,12 @@ effect (``cache.update`` appending this call's keys), and a traced value stored 
 object would reach the caller as a placeholder.
 
 :class:`ObjectState` walks, before the trace, the arguments and the program's state: the
-globals and closure cells of the function and of the same-module helpers it names, their
-classes' list / dict attributes, the functions' own attributes, and every module attribute
-but the framework's own tables. It keeps a shallow copy of each container it enters.
+globals and closure cells of the function, of its submodules' ``forward`` and of the user's
+functions they name, in any module of the user's code (:mod:`.user_code`), their classes'
+list / dict attributes, the functions' own attributes, and every module attribute but the
+framework's own tables. It keeps a shallow copy of each container it enters; it does not
+enter the standard library's own objects (a ``logging.Logger`` fills its level cache as the
+program logs: that is no write of the program's).
 
 - Reading a tensor held by a plain object or a module's list / dict, or changing an
   argument object or any list / dict of that state, ends the capture with
@@ -40,6 +43,7 @@ from .guards import VALUE, AttrKeys, Guard, ListEntries, ValueGuard
 from .proxy import GraphBreakError
 from .state import _global_names, is_module
 from .structure import FRAMEWORK_PACKAGES, SCALARS as _SCALARS, is_framework_object
+from .user_code import is_stdlib_machinery, is_user_function, is_user_module, submodule_forwards
 
 #: How deep and how many values the walk visits (a KV cache: cache.layers[i].keys is 3 deep)
 DEPTH, LIMIT = 6, 5000
@@ -138,7 +142,7 @@ class ObjectState:
             for field in dataclasses.fields(value):
                 self._walk(getattr(value, field.name, None), f"{path}.{field.name}",
                            depth - 1, inside, save)
-        else:
+        elif not is_stdlib_machinery(value):
             attrs = getattr(value, "__dict__", None)
             if isinstance(attrs, dict):
                 self._attrs.append(attrs)
@@ -301,7 +305,7 @@ def global_roots(function: Any, root: Any = None) -> Iterable[Tuple[str, Any, Gu
         if not isinstance(value, _SCALARS) and not is_tensor(value) and \
                 not is_framework_object(value) and not is_module(value):
             yield path, value, link
-    yield from function_roots(function)
+    yield from function_roots(function, list(submodule_forwards(root)))
 
 
 def module_roots(root: Any, internal: bool = False) -> Iterable[Tuple[str, Any, Guard]]:
@@ -315,12 +319,12 @@ def module_roots(root: Any, internal: bool = False) -> Iterable[Tuple[str, Any, 
                 yield f"self.{qualname + '.' if qualname else ''}{key}", value, (attrs, key, value)
 
 
-def function_roots(function: Any) -> Iterable[Tuple[str, Any, Guard]]:
-    """The globals ``function`` and the helpers of its own module it names read, their class
-    attributes' lists and dicts, closure variables and the functions' own attributes."""
-    # the function, and the helpers of its own module it names (their globals are read as
-    # the function's are: ProgramState.rebind follows them the same way)
-    todo, seen, yielded = [function], set(), set()
+def function_roots(function: Any, more: Iterable[Any] = ()) -> Iterable[Tuple[str, Any, Guard]]:
+    """The globals ``function`` (and the functions ``more``: submodules' ``forward``) read,
+    and those of the user's functions they name, in their own module or another module of
+    the user's (:mod:`.user_code`), directly or as ``module.name``; their class attributes'
+    lists and dicts, closure variables and the functions' own attributes."""
+    todo, seen, yielded = [function, *more], set(), set()
     while todo:
         current = todo.pop()
         code = getattr(current, "__code__", None)
@@ -331,18 +335,46 @@ def function_roots(function: Any) -> Iterable[Tuple[str, Any, Guard]]:
         attrs = getattr(getattr(current, "__func__", current), "__dict__", None)
         if attrs is not None:  # ``f.calls += 1``: the function object's own attributes
             yield f"attributes of {current.__qualname__}", attrs, None
-        for name in _global_names(code):
+        names = _global_names(code)
+        for name in names:
             value = scope.get(name, _ABSENT)
             if value is _ABSENT or (id(scope), name) in yielded:
                 continue
             yielded.add((id(scope), name))
-            if isinstance(value, types.FunctionType) and value.__globals__ is scope:
+            if isinstance(value, types.FunctionType) and (value.__globals__ is scope or
+                                                          is_user_function(value)):
                 todo.append(value)
             yield f"global {name}", value, (scope, name, value)
             for key, item, link in class_state(value, scope):
                 yield f"global {name}.{key}", item, link
+            yield from _module_attributes(value, f"global {name}", names, yielded, todo)
         for name, cell in zip(code.co_freevars, current.__closure__ or ()):
             try:
-                yield f"closure variable {name}", cell.cell_contents, (cell, None, cell.cell_contents)
+                value = cell.cell_contents
             except ValueError:  # an empty cell
                 continue
+            if is_user_function(value):
+                todo.append(value)
+            yield f"closure variable {name}", value, (cell, None, value)
+            yield from _module_attributes(value, f"closure variable {name}", names, yielded,
+                                          todo)
+
+
+def _module_attributes(module: Any, path: str, names: List[str], yielded: set,
+                       todo: List[Any]) -> Iterable[Tuple[str, Any, Guard]]:
+    """``utils.SCALE``: the attributes of a user's ``module`` the code names (its
+    ``co_names`` hold attribute names too), each with the guard of its binding; the user's
+    functions among them join ``todo``."""
+    if not is_user_module(module):
+        return
+    namespace = vars(module)
+    for attr in names:
+        item = namespace.get(attr, _ABSENT)
+        if item is _ABSENT or (id(namespace), attr) in yielded:
+            continue
+        yielded.add((id(namespace), attr))
+        if is_user_function(item):
+            todo.append(item)
+        yield f"{path}.{attr}", item, (namespace, attr, item)
+        for key, inner, link in class_state(item, namespace):
+            yield f"{path}.{attr}.{key}", inner, link

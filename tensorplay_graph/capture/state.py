@@ -25,8 +25,9 @@ Tensors held by plain objects are :mod:`.object_state`'s.
 
 Limits: a module's ``__dict__`` is patched while its forward runs under the
 trace (as torch.fx does), visible to other threads using the same module
-object meanwhile; globals read by *other* functions the program calls are
-not guarded (modules they call are still read at call time).
+object meanwhile. Tensors in the globals of functions from other modules are read as
+constants of the graph (by reference: in-place writes are seen); their bindings are
+:mod:`.object_state`'s guards, for the user's code (:mod:`.user_code`).
 """
 
 from __future__ import annotations
