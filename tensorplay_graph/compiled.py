@@ -229,10 +229,11 @@ class CompiledFunction:
         except GraphBreakError as exc:
             if self.fullgraph or self._graph_break is None:
                 raise
-            if getattr(exc, "eager_for_tensorplay", False) and leaves and \
+            if getattr(exc, "eager_for_torch", False) or \
+                    getattr(exc, "eager_for_tensorplay", False) and leaves and \
                     framework_of(leaves[0]) == "tensorplay":
-                # tp.compile cannot follow it either (a tensor-indexed write, a Python read of a
-                # data-dependent size): eager is the safe answer
+                # the framework's frontend cannot follow it either (tp.compile: a tensor-indexed
+                # write, a Python read of a data-dependent size): eager is the safe answer
                 logger.warning("%s runs eagerly for this input signature: %s", self.__name__, exc)
                 self._run_eagerly(key, exc)
                 return self.fn(*args, **kwargs)

@@ -39,6 +39,7 @@ import types
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ..frameworks import is_tensor
+from .host_random import is_generator
 from .guards import VALUE, AttrKeys, Guard, ListEntries, ValueGuard
 from .proxy import GraphBreakError
 from .state import _global_names, is_module
@@ -86,6 +87,8 @@ class ObjectState:
         #: state, with the guards of the way to it
         self._containers: List[Tuple[Any, Chain]] = []
         self._read_chains: List[Chain] = []
+        #: ``(path, generator)``: Python-level random generators reached (``host_random``)
+        self.generators: List[Tuple[str, Any]] = []
         self._budget = LIMIT
         for path, value in arguments:
             self._walk(value, path, DEPTH, inside=False, save=True)
@@ -107,6 +110,9 @@ class ObjectState:
                 self.tensors.setdefault(id(value), (path, value))
             elif chain is not None:
                 self._held.setdefault(id(value), (value, chain))
+            return
+        if is_generator(value):
+            self.generators.append((path, value))
             return
         if depth <= 0 or self._budget <= 0 or isinstance(value, _SCALARS + _OPAQUE) or \
                 id(value) in self._seen or is_framework_object(value) or is_module(value):

@@ -29,6 +29,7 @@ from .examples import PLAIN as _PLAIN, examples as _examples, set_tensor_meta as
 from .hooks import hooks_for
 from .inputs import call_inputs, signature_inputs
 from .lifting import Lifted, erase_unused_attrs
+from .host_random import HostRandomness
 from .object_state import ObjectState, argument_roots, global_roots
 from .naming import attribute_qualname
 from .proxy import MISSING, GraphBreakError, Proxy, made_tensor_write, run_program
@@ -318,6 +319,7 @@ class Tracer:
             check_root_hooks(root)
         args, kwargs = inputs(function)
         objects = self._objects = ObjectState(argument_roots(args, kwargs), global_roots(function, root))
+        host = HostRandomness(objects.generators)
         state: Optional[ProgramState] = None
         token = ACTIVE_TRACER.set(self)
         try:
@@ -336,13 +338,14 @@ class Tracer:
                 if _is_module(root):
                     state.patch_module(root, "")
                 result = run_program(state.rebind(function), args, kwargs)
+                host.check_unchanged()
                 objects.check_unchanged()
                 self.output_spec = output_spec(result)
                 self.graph.output(self._to_node_args(plain(result)))
                 state.finish()
                 self.guards = state.guards
         except BaseException as error:
-            _abandon(objects, state)  # a failed trace leaves the caller's state as it was
+            _abandon(objects, state, host)  # a failed trace leaves the caller's state as it was
             if not isinstance(error, RuntimeError) or \
                     type(error).__name__ != "GraphCaptureError" or isinstance(error, GraphCaptureError):
                 raise
@@ -380,8 +383,12 @@ class Tracer:
         return Proxy(node, self, example)
 
 
-def _abandon(objects: ObjectState, state: Optional[ProgramState]) -> None:
-    """Undo what an abandoned trace wrote into the caller's objects and modules."""
+def _abandon(objects: ObjectState, state: Optional[ProgramState],
+             host: Optional[HostRandomness] = None) -> None:
+    """Undo what an abandoned trace wrote into the caller's objects and modules, and the
+    Python-level random draws it made (the run that follows draws them as eager would)."""
     objects.restore()
+    if host is not None:
+        host.restore()
     if state is not None:
         state.restore_modules()
