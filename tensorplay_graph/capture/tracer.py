@@ -25,6 +25,7 @@ from ..ir.effects import is_inplace
 from ..ir.lint import lint_enabled
 from ..ir.node import op_name
 from .context import ACTIVE_TRACER, check_no_escape, raise_location, user_location
+from . import grad_mode
 from .examples import PLAIN as _PLAIN, examples as _examples, set_tensor_meta as _set_tensor_meta
 from .hooks import hooks_for
 from .inputs import call_inputs, signature_inputs
@@ -325,6 +326,8 @@ class Tracer:
         try:
             with ExitStack() as stack:
                 stack.enter_context(recording_print())  # print(x) runs at call time
+                grad_reads = stack.enter_context(
+                    grad_mode.watching(adapter_for(name).module for name in loaded()))
                 state = ProgramState(self, stack)
                 for name in loaded():
                     # Capture hooks; libraries see a compiler tracing (is_compiling());
@@ -355,7 +358,7 @@ class Tracer:
             ACTIVE_TRACER.reset(token)
             self._random_mode = self._objects = None
         self.guards = unique(self.guards + state.late_guards(self._framework)
-                             + objects.scalar_guards())
+                             + objects.scalar_guards() + grad_reads.guards())
         try:
             check_no_escape(function, root, result)
         except GraphBreakError:
