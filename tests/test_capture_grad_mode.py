@@ -1,6 +1,8 @@
-"""A program that reads the grad mode (``capture/grad_mode.py``): the capture's branch must
-not serve the other mode. Before, ``x * 2 if torch.is_grad_enabled() else x * 3`` compiled
-with grad enabled returned ``x * 2`` under ``no_grad`` too."""
+"""The grad mode inside a compiled program (``capture/grad_mode.py``): a branch on it must
+not serve the other mode, and a region that sets it (``with no_grad():``, a ``@no_grad()``
+helper, ``enable_grad``) must keep eager's gradients in both modes. Before,
+``x * 2 if torch.is_grad_enabled() else x * 3`` returned ``x * 2`` under ``no_grad`` too, and
+a ``no_grad`` region inside a training call let gradients through it (5 where eager gives 2)."""
 
 from __future__ import annotations
 
@@ -51,3 +53,71 @@ def test_a_program_that_does_not_read_the_mode_serves_both_from_one_capture(fw):
         np.testing.assert_allclose(values(compiled(x)), values(model(x)), rtol=1e-5)
     np.testing.assert_allclose(values(compiled(x).detach()), values(model(x).detach()), rtol=1e-5)
     assert compiled.captures == 1
+
+
+def _grad_of(fn, lib, x):
+    x = x.detach().clone()
+    x.requires_grad_(True)
+    out = fn(x)
+    out.backward()
+    return values(out.detach()), values(x.grad)
+
+
+def _no_grad_region(lib):
+    def f(x):
+        a = x * 2.0
+        with lib.no_grad():
+            b = (x * 3.0).exp()  # no gradient flows through b
+        return (a + b).sum()
+    return f
+
+
+def _no_grad_helper(lib):
+    @lib.no_grad()
+    def target(x):
+        return x.sin() * 4.0
+
+    def f(x):
+        return (x * target(x)).sum()
+    return f
+
+
+@pytest.mark.parametrize("fw", sorted(FRAMEWORKS))
+@pytest.mark.parametrize("make", [_no_grad_region, _no_grad_helper], ids=["with", "decorator"])
+@pytest.mark.parametrize("first", ["grad", "no_grad"])
+def test_no_gradient_flows_out_of_a_no_grad_region_in_either_mode(fw, make, first):
+    lib = FRAMEWORKS[fw]
+    f = make(lib)
+    compiled = tpg.compile(f)
+    x = lib.randn(5) * 0.5
+    if first == "no_grad":
+        with lib.no_grad():
+            np.testing.assert_allclose(values(compiled(x)), values(f(x)), rtol=1e-5)
+    for _ in range(2):
+        got, want = _grad_of(compiled, lib, x), _grad_of(f, lib, x)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
+    # a call with an input that requires grad is its own input signature
+    assert compiled.captures == (1 if first == "grad" else 2)
+    assert compiled.frontend == "tensorplay_graph"
+
+
+@pytest.mark.parametrize("fw", sorted(FRAMEWORKS))
+def test_an_enable_grad_region_inside_a_no_grad_call_keeps_its_gradient(fw):
+    lib = FRAMEWORKS[fw]
+
+    def f(x):
+        with lib.enable_grad():
+            return (x * x).sum()
+
+    compiled = tpg.compile(f)
+    x = lib.randn(4).requires_grad_(True)
+    for _ in range(2):
+        with lib.no_grad():
+            got = compiled(x)
+        assert got.requires_grad  # as eager: the region records autograd
+        got.backward()
+        np.testing.assert_allclose(values(x.grad), values(x.detach() * 2.0), rtol=1e-5)
+        x.grad = None
+    with lib.no_grad():
+        assert f(x).requires_grad

@@ -1,32 +1,59 @@
-"""Grad mode read by a program: ``x * 2 if torch.is_grad_enabled() else x * 3``.
+"""The grad mode inside a captured program: branches on it, and regions that change it.
 
-A capture runs the program's Python once, so a branch on the grad mode is frozen: the graph
-captured with grad enabled would serve a ``no_grad`` call the other branch. While a trace
-runs, each framework's ``is_grad_enabled`` / ``is_inference_mode_enabled`` is watched; when
-code other than the frameworks' own (theirs reads it for autograd bookkeeping, which the
-compiled program redoes per call) asked for it, the specialization is guarded on its value,
-as Dynamo guards grad mode: the other mode captures again.
+A capture runs the program's Python once, in the mode of the call that captured it, and one
+graph then serves calls in either mode. Two things would freeze that mode:
+
+- a branch on it (``x * 2 if torch.is_grad_enabled() else x * 3``): each framework's
+  ``is_grad_enabled`` / ``is_inference_mode_enabled`` is watched while a trace runs; when
+  code other than the frameworks' own asked (theirs reads it for autograd bookkeeping, which
+  the compiled program redoes per call), the specialization is guarded on its value, as
+  Dynamo guards grad mode;
+- a region that sets it (``with torch.no_grad(): t = ema(x)``, a ``@torch.no_grad()``
+  helper): the frameworks' ``no_grad`` / ``enable_grad`` / ``set_grad_enabled`` /
+  ``inference_mode`` contexts entered during the trace are tracked, and every tensor an op
+  makes inside a disabling one is recorded through ``detach()``, so the graph keeps eager's
+  "no gradient flows from here" in both modes. An enabling region inside a program called
+  with grad disabled cannot be served by a compiled program: a graph break; one inside a
+  grad-enabled call guards the specialization on the mode, so the other mode captures again.
 """
 
 from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, List
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple
 
 from .guards import VALUE, Guard, ValueGuard
+from .proxy import GraphBreakError
 from .structure import FRAMEWORK_PACKAGES
 
 #: the mode queries watched, per framework module
 QUERIES = ("is_grad_enabled", "is_inference_mode_enabled")
+#: the mode contexts tracked: class name -> the mode it sets (None: read ``self.mode``)
+CONTEXTS = {"no_grad": False, "enable_grad": True, "set_grad_enabled": None,
+            "inference_mode": False}
 _INTERNAL = FRAMEWORK_PACKAGES + (__name__.split(".")[0],)
 
 
+class GradModeError(GraphBreakError):
+    """An enabling region inside a call made with grad disabled. ``tp.compile`` would not
+    follow it either: TensorPlay programs run eagerly."""
+
+    eager_for_tensorplay = True
+
+
 class GradModeReads:
-    """The mode queries the program called during a trace (``guards()`` after it)."""
+    """What the program did with the grad mode during one trace."""
 
     def __init__(self) -> None:
         self.read: List[Callable[[], Any]] = []
+        #: the modes of the mode contexts the program entered, innermost last
+        self.stack: List[bool] = []
+        self._guard: Optional[Callable[[], Any]] = None  # an enabling region was traced
+        #: each mode query's answer when the trace started: the call's own mode
+        self.ambient: dict = {}
+        #: framework name -> its ``is_grad_enabled`` (the real one)
+        self.mode_query: dict = {}
 
     def _watch(self, query: Callable[[], Any]) -> Callable[[], Any]:
         def watched() -> Any:
@@ -36,24 +63,79 @@ class GradModeReads:
             return query()
         return watched
 
+    def region(self, framework: Optional[str]) -> Optional[bool]:
+        """For a node made now in a ``framework`` program: ``False`` inside a disabling
+        region (detach its tensors), ``None`` otherwise. An enabling region guards the
+        specialization on the mode, or is a graph break when the call runs with grad
+        disabled."""
+        query = self.mode_query.get(framework)
+        modes = [m for m in self.stack if m is not None]
+        if not modes:
+            return None
+        if not modes[-1]:
+            return False
+        if not self.ambient.get(query, True) and not any(m is False for m in modes):
+            raise GradModeError(
+                "the program enables grad (enable_grad / set_grad_enabled(True)) inside a "
+                "call made with grad disabled: a compiled program cannot record autograd "
+                "there. The framework's frontend (or eager) runs it")
+        self._guard = query
+        return None
+
     def guards(self) -> List[Guard]:
-        return [(ValueGuard(query, f"the grad mode the program reads ({query.__name__}())"),
-                 VALUE, None) for query in self.read]
+        queries = list(self.read)
+        if self._guard is not None and self._guard not in queries:
+            queries.append(self._guard)
+        return [(ValueGuard(query, f"the grad mode the program reads or sets "
+                                   f"({query.__name__}())"), VALUE, None) for query in queries]
 
 
 @contextmanager
-def watching(modules: Iterable[Any]) -> Iterator[GradModeReads]:
-    """Watch the mode queries of ``modules`` (the loaded frameworks) while the trace runs."""
+def watching(frameworks: Iterable[Tuple[str, Any]]) -> Iterator[GradModeReads]:
+    """Watch the mode queries and contexts of the loaded frameworks (``(name, module)``)
+    while the trace runs."""
     reads = GradModeReads()
     patched = []
-    for module in modules:
+    for framework, module in frameworks:
+        reads.mode_query[framework] = getattr(module, "is_grad_enabled", None)
         for name in QUERIES:
             query = getattr(module, name, None)
             if callable(query):
-                setattr(module, name, reads._watch(query))
+                reads.ambient[query] = query()
                 patched.append((module, name, query))
+                setattr(module, name, reads._watch(query))
+        for name, mode in CONTEXTS.items():
+            cls = getattr(module, name, None)
+            if isinstance(cls, type) and hasattr(cls, "__enter__"):
+                patched += [(cls, "__enter__", vars(cls).get("__enter__")),
+                            (cls, "__exit__", vars(cls).get("__exit__"))]
+                _track(cls, mode, reads.stack)
     try:
         yield reads
     finally:
-        for module, name, query in patched:
-            setattr(module, name, query)
+        for owner, name, value in reversed(patched):
+            if value is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)
+
+
+def _track(cls: type, mode: Optional[bool], stack: List[bool]) -> None:
+    enter, leave = cls.__enter__, cls.__exit__
+
+    def __enter__(self: Any) -> Any:
+        if mode is None:  # set_grad_enabled(mode)
+            sets = bool(getattr(self, "mode", True))
+        elif cls.__name__ == "inference_mode":  # inference_mode(False) changes nothing
+            sets = False if getattr(self, "mode", True) else None
+        else:
+            sets = mode
+        stack.append(sets)
+        return enter(self)
+
+    def __exit__(self: Any, *exc: Any) -> Any:
+        if stack:
+            stack.pop()
+        return leave(self, *exc)
+
+    cls.__enter__, cls.__exit__ = __enter__, __exit__

@@ -88,6 +88,7 @@ class Tracer:
         #: torch's random-call mode while a trace runs; paused around example computation.
         self._random_mode: Any = None
         self._objects: Any = None  # ObjectState of the running trace
+        self._grad: Any = None  # grad_mode.GradModeReads of the running trace
         self._inplace_by_target: Dict[Tuple[str, Any], bool] = {}
         #: Nodes whose example values are made up (fakes, random draws; ``unknown_values``).
         self.unknown = UnknownValues()
@@ -118,7 +119,14 @@ class Tracer:
         finally:
             if paused:
                 self._resume_mode(mode)
-        return Proxy(node, self, example)
+        proxy = Proxy(node, self, example)
+        grad = self._grad
+        if grad is not None and grad.stack and kind in ("call_function", "call_method") \
+                and target != "detach" and is_tensor(example) and not is_inplace(node) \
+                and grad.region(self._framework) is False:
+            # made under the program's own no_grad: no gradient flows from it in either mode
+            return self.create_proxy("call_method", "detach", (proxy,), {})
+        return proxy
 
     def _writes_in_place(self, node: Any, kind: str, target: Any, args: tuple,
                          kwargs: Dict[str, Any]) -> bool:
@@ -326,8 +334,8 @@ class Tracer:
         try:
             with ExitStack() as stack:
                 stack.enter_context(recording_print())  # print(x) runs at call time
-                grad_reads = stack.enter_context(
-                    grad_mode.watching(adapter_for(name).module for name in loaded()))
+                grad_reads = self._grad = stack.enter_context(
+                    grad_mode.watching((name, adapter_for(name).module) for name in loaded()))
                 state = ProgramState(self, stack)
                 for name in loaded():
                     # Capture hooks; libraries see a compiler tracing (is_compiling());
@@ -356,7 +364,7 @@ class Tracer:
             raise GraphCaptureError(f"{error} (at {raise_location(error)})") from error
         finally:
             ACTIVE_TRACER.reset(token)
-            self._random_mode = self._objects = None
+            self._random_mode = self._objects = self._grad = None
         self.guards = unique(self.guards + state.late_guards(self._framework)
                              + objects.scalar_guards() + grad_reads.guards())
         try:
