@@ -342,18 +342,7 @@ def function_roots(function: Any, more: Iterable[Any] = ()) -> Iterable[Tuple[st
         if attrs is not None:  # ``f.calls += 1``: the function object's own attributes
             yield f"attributes of {current.__qualname__}", attrs, None
         names = _global_names(code)
-        for name in names:
-            value = scope.get(name, _ABSENT)
-            if value is _ABSENT or (id(scope), name) in yielded:
-                continue
-            yielded.add((id(scope), name))
-            if isinstance(value, types.FunctionType) and (value.__globals__ is scope or
-                                                          is_user_function(value)):
-                todo.append(value)
-            yield f"global {name}", value, (scope, name, value)
-            for key, item, link in class_state(value, scope):
-                yield f"global {name}.{key}", item, link
-            yield from _module_attributes(value, f"global {name}", names, yielded, todo)
+        yield from _named(scope, names, "global {}".format, yielded, todo)
         for name, cell in zip(code.co_freevars, current.__closure__ or ()):
             try:
                 value = cell.cell_contents
@@ -366,21 +355,28 @@ def function_roots(function: Any, more: Iterable[Any] = ()) -> Iterable[Tuple[st
                                           todo)
 
 
+def _named(namespace: Dict[str, Any], names: List[str], label: Any, yielded: set,
+           todo: List[Any]) -> Iterable[Tuple[str, Any, Guard]]:
+    """The values of ``names`` in ``namespace`` (a globals dict, a user module's), each with
+    the guard of its binding, the lists and dicts of the classes among them, and what a user
+    module among them holds under those names (``utils.SCALE``: ``co_names`` hold attribute
+    names too); the user's functions among them join ``todo``. ``label(name)``: the path."""
+    for name in names:
+        value = namespace.get(name, _ABSENT)
+        if value is _ABSENT or (id(namespace), name) in yielded:
+            continue
+        yielded.add((id(namespace), name))
+        if isinstance(value, types.FunctionType) and (value.__globals__ is namespace or
+                                                      is_user_function(value)):
+            todo.append(value)
+        yield label(name), value, (namespace, name, value)
+        for key, item, link in class_state(value, namespace):
+            yield f"{label(name)}.{key}", item, link
+        yield from _module_attributes(value, label(name), names, yielded, todo)
+
+
 def _module_attributes(module: Any, path: str, names: List[str], yielded: set,
                        todo: List[Any]) -> Iterable[Tuple[str, Any, Guard]]:
-    """``utils.SCALE``: the attributes of a user's ``module`` the code names (its
-    ``co_names`` hold attribute names too), each with the guard of its binding; the user's
-    functions among them join ``todo``."""
-    if not is_user_module(module):
-        return
-    namespace = vars(module)
-    for attr in names:
-        item = namespace.get(attr, _ABSENT)
-        if item is _ABSENT or (id(namespace), attr) in yielded:
-            continue
-        yielded.add((id(namespace), attr))
-        if is_user_function(item):
-            todo.append(item)
-        yield f"{path}.{attr}", item, (namespace, attr, item)
-        for key, inner, link in class_state(item, namespace):
-            yield f"{path}.{attr}.{key}", inner, link
+    """What a user's ``module`` (the value of ``path``) holds under ``names``."""
+    if is_user_module(module):
+        yield from _named(vars(module), names, (path + ".{}").format, yielded, todo)
