@@ -121,3 +121,63 @@ def test_an_enable_grad_region_inside_a_no_grad_call_keeps_its_gradient(fw):
         x.grad = None
     with lib.no_grad():
         assert f(x).requires_grad
+
+
+class _Scaled:
+    """``forward`` rescales its weight in place under ``no_grad`` (weight normalization done
+    by hand), then uses it; and keeps a running mean of its input in a buffer."""
+
+    @staticmethod
+    def make(lib):
+        class Scaled(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = lib.nn.Parameter(lib.ones(3))
+                self.register_buffer("mean", lib.zeros(3))
+
+            def forward(self, x):
+                with lib.no_grad():
+                    self.w.mul_(0.5)
+                    self.mean.mul_(0.9).add_(x * 0.1)
+                return (x * self.w).sum() + self.mean.sum()
+        return Scaled()
+
+
+@pytest.mark.parametrize("fw", sorted(FRAMEWORKS))
+def test_an_in_place_write_to_a_parameter_under_no_grad_matches_eager(fw):
+    lib = FRAMEWORKS[fw]
+    eager_model, model = _Scaled.make(lib), _Scaled.make(lib)
+    compiled = tpg.compile(model)
+    x = lib.arange(3.0)
+    for _ in range(3):
+        want, got = eager_model(x), compiled(x)
+        want.backward()
+        got.backward()
+        np.testing.assert_allclose(values(got.detach()), values(want.detach()), rtol=1e-6)
+    for name in ("w", "mean"):
+        np.testing.assert_allclose(values(getattr(model, name).detach()),
+                                   values(getattr(eager_model, name).detach()), rtol=1e-6)
+    np.testing.assert_allclose(values(model.w.grad), values(eager_model.w.grad), rtol=1e-6)
+
+
+@pytest.mark.parametrize("fw", sorted(FRAMEWORKS))
+def test_an_in_place_buffer_update_under_no_grad_stays_captured(fw):
+    lib = FRAMEWORKS[fw]
+
+    class Ema(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("mean", lib.zeros(3))
+
+        def forward(self, x):
+            with lib.no_grad():
+                self.mean.mul_(0.9).add_(x * 0.1)
+            return x * 2.0 - self.mean
+
+    model, reference = Ema(), Ema()
+    compiled = tpg.compile(model)
+    x = lib.arange(3.0)
+    for _ in range(3):
+        np.testing.assert_allclose(values(compiled(x)), values(reference(x)), rtol=1e-6)
+    np.testing.assert_allclose(values(model.mean), values(reference.mean), rtol=1e-6)
+    assert compiled.frontend == "tensorplay_graph"

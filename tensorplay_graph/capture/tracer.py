@@ -122,11 +122,24 @@ class Tracer:
         proxy = Proxy(node, self, example)
         grad = self._grad
         if grad is not None and grad.stack and kind in ("call_function", "call_method") \
-                and target != "detach" and is_tensor(example) and not is_inplace(node) \
-                and grad.region(self._framework) is False:
-            # made under the program's own no_grad: no gradient flows from it in either mode
-            return self.create_proxy("call_method", "detach", (proxy,), {})
+                and target != "detach" and grad.region(self._framework) is False:
+            if is_inplace(node):
+                if self._requires_grad(first):
+                    raise grad_mode.GradModeError(
+                        f"the program writes in place into {first.name}, which requires grad, "
+                        f"under its own no_grad ({op_name(node)} at {node.meta['stack']}): a "
+                        "compiled program cannot keep that write out of autograd. The "
+                        "framework's frontend (or eager) runs it")
+            elif is_tensor(example):
+                # made under the program's own no_grad: no gradient flows from it in either mode
+                return self.create_proxy("call_method", "detach", (proxy,), {})
         return proxy
+
+    def _requires_grad(self, node: Any) -> bool:
+        """Whether the tensor behind ``node`` (a parameter, an input, a value) requires grad."""
+        if getattr(node, "op", None) == "get_attr":
+            return bool(getattr(self.attrs.get(node.target), "requires_grad", False))
+        return bool(getattr(getattr(node, "meta", {}).get("tensor_meta"), "requires_grad", False))
 
     def _writes_in_place(self, node: Any, kind: str, target: Any, args: tuple,
                          kwargs: Dict[str, Any]) -> bool:
