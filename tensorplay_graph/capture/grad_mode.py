@@ -95,22 +95,22 @@ def watching(frameworks: Iterable[Tuple[str, Any]]) -> Iterator[GradModeReads]:
     """Watch the mode queries and contexts of the loaded frameworks (``(name, module)``)
     while the trace runs."""
     reads = GradModeReads()
-    patched = []
-    for framework, module in frameworks:
-        reads.mode_query[framework] = getattr(module, "is_grad_enabled", None)
-        for name in QUERIES:
-            query = getattr(module, name, None)
-            if callable(query):
-                reads.ambient[query] = query()
-                patched.append((module, name, query))
-                setattr(module, name, reads._watch(query))
-        for name, mode in CONTEXTS.items():
-            cls = getattr(module, name, None)
-            if isinstance(cls, type) and hasattr(cls, "__enter__"):
-                patched += [(cls, "__enter__", vars(cls).get("__enter__")),
-                            (cls, "__exit__", vars(cls).get("__exit__"))]
-                _track(cls, mode, reads.stack)
+    patched: List[Tuple[Any, str, Any]] = []
     try:
+        for framework, module in frameworks:
+            reads.mode_query[framework] = getattr(module, "is_grad_enabled", None)
+            for name in QUERIES:
+                query = getattr(module, name, None)
+                if callable(query):
+                    reads.ambient[query] = query()
+                    patched.append((module, name, query))
+                    setattr(module, name, reads._watch(query))
+            for name, mode in CONTEXTS.items():
+                cls = getattr(module, name, None)
+                if isinstance(cls, type) and hasattr(cls, "__enter__"):
+                    patched += [(cls, "__enter__", vars(cls).get("__enter__")),
+                                (cls, "__exit__", vars(cls).get("__exit__"))]
+                    _track(cls, mode, reads.stack)
         yield reads
     finally:
         for owner, name, value in reversed(patched):

@@ -25,7 +25,7 @@ from ..ir.effects import is_inplace
 from ..ir.lint import lint_enabled
 from ..ir.node import op_name
 from .context import ACTIVE_TRACER, check_no_escape, raise_location, user_location
-from . import grad_mode
+from . import autocast, grad_mode
 from .examples import PLAIN as _PLAIN, examples as _examples, set_tensor_meta as _set_tensor_meta
 from .hooks import hooks_for
 from .inputs import call_inputs, signature_inputs
@@ -347,8 +347,9 @@ class Tracer:
         try:
             with ExitStack() as stack:
                 stack.enter_context(recording_print())  # print(x) runs at call time
-                grad_reads = self._grad = stack.enter_context(
-                    grad_mode.watching((name, adapter_for(name).module) for name in loaded()))
+                frameworks = [(name, adapter_for(name).module) for name in loaded()]
+                grad_reads = self._grad = stack.enter_context(grad_mode.watching(frameworks))
+                autocast_guards = stack.enter_context(autocast.watching(frameworks))
                 state = ProgramState(self, stack)
                 for name in loaded():
                     # Capture hooks; libraries see a compiler tracing (is_compiling());
@@ -379,7 +380,7 @@ class Tracer:
             ACTIVE_TRACER.reset(token)
             self._random_mode = self._objects = self._grad = None
         self.guards = unique(self.guards + state.late_guards(self._framework)
-                             + objects.scalar_guards() + grad_reads.guards())
+                             + objects.scalar_guards() + grad_reads.guards() + autocast_guards)
         try:
             check_no_escape(function, root, result)
         except GraphBreakError:
