@@ -42,6 +42,22 @@ class GradModeError(GraphBreakError):
     eager_for_tensorplay = True
 
 
+class AutogradCallError(GraphBreakError):
+    """The program runs autograd itself (``loss.backward()``, ``autograd.grad``) on a traced
+    value: a graph cannot replay a backward pass, and running it at capture would accumulate
+    into the caller's ``.grad``."""
+
+    eager_for_tensorplay = True
+
+    def __init__(self, what: str, where: str) -> None:
+        super().__init__(
+            f"the program runs autograd itself ({what} at {where}): a captured graph cannot "
+            "replay a backward pass. tensorplay_graph.compile hands such programs to the "
+            "framework's frontend (Dynamo compiles the forward and runs the backward eagerly) "
+            "or runs them eagerly (TensorPlay); to compile the forward alone, compile the "
+            "model and call backward() outside")
+
+
 class GradModeReads:
     """What the program did with the grad mode during one trace."""
 
@@ -105,6 +121,12 @@ def watching(frameworks: Iterable[Tuple[str, Any]]) -> Iterator[GradModeReads]:
                     reads.ambient[query] = query()
                     patched.append((module, name, query))
                     setattr(module, name, reads._watch(query))
+            autograd = getattr(module, "autograd", None)
+            for name in ("grad", "backward"):  # reached without a proxy method (TensorPlay)
+                call = getattr(autograd, name, None)
+                if callable(call):
+                    patched.append((autograd, name, call))
+                    setattr(autograd, name, _refusing_traced(call, f"autograd.{name}"))
             for name, mode in CONTEXTS.items():
                 cls = getattr(module, name, None)
                 if isinstance(cls, type) and hasattr(cls, "__enter__"):
@@ -118,6 +140,19 @@ def watching(frameworks: Iterable[Tuple[str, Any]]) -> Iterator[GradModeReads]:
                 delattr(owner, name)
             else:
                 setattr(owner, name, value)
+
+
+def _refusing_traced(call: Callable[..., Any], what: str) -> Callable[..., Any]:
+    from .proxy import Proxy
+
+    def refusing(*args: Any, **kwargs: Any) -> Any:
+        values = list(args) + list(kwargs.values())
+        values += [v for group in values if isinstance(group, (tuple, list)) for v in group]
+        if any(isinstance(v, Proxy) for v in values):
+            from .context import user_location
+            raise AutogradCallError(what, user_location())
+        return call(*args, **kwargs)
+    return refusing
 
 
 def _track(cls: type, mode: Optional[bool], stack: List[bool]) -> None:

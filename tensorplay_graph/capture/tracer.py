@@ -104,6 +104,9 @@ class Tracer:
         """
         node = self.graph.create_node(kind, target, self._to_node_args(args),
                                       self._to_node_args(kwargs) if kwargs else None)
+        if _runs_autograd(kind, target):
+            # before its example runs: that would accumulate into the caller's ``.grad``
+            raise grad_mode.AutogradCallError(op_name(node), user_location())
         first = node.args[0] if node.args else None
         if getattr(first, "target", None) in self._lifted.made_inside and is_inplace(node):
             # Later native uses of that tensor would read its capture-time value as a constant.
@@ -406,6 +409,13 @@ class Tracer:
             example = self._example_of(example)
             _set_tensor_meta(node, example)
         return Proxy(node, self, example)
+
+
+def _runs_autograd(kind: str, target: Any) -> bool:
+    if kind == "call_method":
+        return target == "backward"
+    return kind == "call_function" and getattr(target, "__name__", None) in ("backward", "grad") \
+        and str(getattr(target, "__module__", "")).endswith("autograd")
 
 
 def _abandon(objects: ObjectState, state: Optional[ProgramState],
