@@ -224,3 +224,31 @@ def test_autograd_grad_inside_the_program_matches_eager(fw):
     for _ in range(2):
         np.testing.assert_allclose(values(compiled(x)), values(f(x)), rtol=1e-5)
     assert w.grad is None
+
+
+@pytest.mark.parametrize("fw", sorted(FRAMEWORKS))
+def test_a_parameter_written_through_parameters_is_written_on_every_call(fw):
+    # before: the trace wrote the real parameters once (they were not proxies: reached
+    # through model.parameters()), the graph never did
+    lib = FRAMEWORKS[fw]
+    model, reference = lib.nn.Linear(4, 2), lib.nn.Linear(4, 2)
+    with lib.no_grad():
+        reference.weight.copy_(model.weight)
+        reference.bias.copy_(model.bias)
+
+    def nudge_of(m):
+        def nudge(x):
+            y = m(x)
+            with lib.no_grad():
+                for p in m.parameters():
+                    p.add_(0.01)
+            return y
+        return nudge
+
+    compiled = tpg.compile(nudge_of(model))
+    x = lib.randn(3, 4)
+    with lib.no_grad():
+        for _ in range(3):
+            np.testing.assert_allclose(values(compiled(x)), values(nudge_of(reference)(x)),
+                                       rtol=1e-5)
+            np.testing.assert_allclose(values(model.weight), values(reference.weight), rtol=1e-6)

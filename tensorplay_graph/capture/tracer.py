@@ -89,6 +89,7 @@ class Tracer:
         self._random_mode: Any = None
         self._objects: Any = None  # ObjectState of the running trace
         self._grad: Any = None  # grad_mode.GradModeReads of the running trace
+        self._state_storages: Tuple[int, set] = (-1, set())  # holds_state's cache
         self._inplace_by_target: Dict[Tuple[str, Any], bool] = {}
         #: Nodes whose example values are made up (fakes, random draws; ``unknown_values``).
         self.unknown = UnknownValues()
@@ -137,6 +138,19 @@ class Tracer:
                 # made under the program's own no_grad: no gradient flows from it in either mode
                 return self.create_proxy("call_method", "detach", (proxy,), {})
         return proxy
+
+    def holds_state(self, tensor: Any) -> bool:
+        """Whether a real ``tensor`` shares memory with a parameter, buffer or global tensor
+        the trace reads (asked before a write that reaches no proxy: rare)."""
+        if getattr(tensor, "_is_param", False) or type(tensor).__name__ == "Parameter":
+            return True
+        storage = _storage_of(tensor)
+        if storage is None:
+            return False
+        if self._state_storages[0] != len(self.attrs):  # attrs only grow during a trace
+            self._state_storages = (len(self.attrs), {
+                _storage_of(value) for value in self.attrs.values() if is_tensor(value)})
+        return storage in self._state_storages[1]
 
     def _requires_grad(self, node: Any) -> bool:
         """Whether the tensor behind ``node`` (a parameter, an input, a value) requires grad."""
@@ -409,6 +423,13 @@ class Tracer:
             example = self._example_of(example)
             _set_tensor_meta(node, example)
         return Proxy(node, self, example)
+
+
+def _storage_of(tensor: Any) -> Any:
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except Exception:  # noqa: BLE001 - a tensor without storage (TensorPlay's undefined one)
+        return None
 
 
 def _runs_autograd(kind: str, target: Any) -> bool:

@@ -36,6 +36,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 import tensorplay
 
 from .. import context
+from ..object_state import state_write_error
 from ..proxy import INPLACE_OPERATORS, Proxy
 from ..randomness import record_random, should_record
 from ..tracer import NO_EXAMPLE
@@ -248,6 +249,25 @@ def _install() -> None:
             continue
         _saved.append((tensor_base, name, original))
         setattr(tensor_base, name, _make_operator(getattr(tensor_base, name), op))
+    done = {(owner, name) for owner, name, _ in _saved}
+    for owner in (tensor_base, tensorplay.Tensor):
+        for name, original in list(vars(owner).items()):
+            if name.endswith("_") and not name.startswith("_") and callable(original) and \
+                    (owner, name) not in done:
+                _saved.append((owner, name, original))
+                setattr(owner, name, _guarded_write(original))
+
+
+def _guarded_write(original: Any) -> Any:
+    """An in-place method that, in a trace, refuses to write a real parameter, buffer or
+    global tensor the trace reads (reached through ``parameters()``, not a proxy): the write
+    would happen once, at capture. torch's side: ``hooks/torch.py`` (its function mode)."""
+    def write(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tracer = context.ACTIVE_TRACER.get()
+        if tracer is not None and type(self) is not Proxy and tracer.holds_state(self):
+            raise state_write_error(getattr(original, "__name__", "an in-place method"))
+        return original(self, *args, **kwargs)
+    return write
 
 
 def _restore() -> None:

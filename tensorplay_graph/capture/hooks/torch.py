@@ -20,6 +20,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .. import context
+from ..object_state import state_write_error
 from ..proxy import Proxy
 from ..randomness import record_random, should_record
 from . import BINARY_DUNDERS
@@ -143,6 +144,10 @@ class _RandomCallMode(TorchFunctionMode):
             return Proxy.__torch_function__(func, types, args, kwargs)
         if func in random_functions() and should_record(self.tracer, args, kwargs):
             return record_random(self.tracer, func, args, kwargs)
+        written = _written(func, args, kwargs)
+        if written is not None and self.tracer.holds_state(written):
+            # before the write: it would change the caller's parameter at capture only
+            raise state_write_error(getattr(func, "__name__", str(func)))
         if getattr(func, "__name__", None) == "__getitem__":
             # ``real_tensor[proxy]``: torch first probes the proxy as a sequence index and
             # warns about that deprecated form before dispatching to the proxy's hook,
@@ -151,6 +156,24 @@ class _RandomCallMode(TorchFunctionMode):
                 warnings.filterwarnings("ignore", message="Using a non-tuple sequence")
                 return func(*args, **kwargs)
         return func(*args, **kwargs)
+
+
+_INPLACE_DUNDERS = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
+                              "__ifloordiv__", "__imod__", "__ipow__", "__iand__", "__ior__",
+                              "__ixor__", "__ilshift__", "__irshift__", "__imatmul__"})
+
+
+def _written(func: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
+    """The real tensor a call without proxies writes into (``out=``, ``add_``, ``t[i] = v``),
+    or None."""
+    out = kwargs.get("out")
+    if isinstance(out, torch.Tensor):
+        return out
+    name = getattr(func, "__name__", "") or ""
+    if args and isinstance(args[0], torch.Tensor) and (
+            (name.endswith("_") and not name.endswith("__")) or name in _INPLACE_DUNDERS):
+        return args[0]
+    return None
 
 
 def random_mode(tracer: Any) -> _RandomCallMode:
