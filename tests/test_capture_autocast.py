@@ -62,25 +62,25 @@ def disabled(lib):
     return f
 
 
-@pytest.mark.parametrize("fw", sorted(FRAMEWORKS))
-def test_an_autocast_region_inside_the_program_keeps_its_dtype(fw):
-    lib = FRAMEWORKS[fw]
-    f = region(lib)
+def _compiled_twice(make, lib):
+    f = make(lib)
     compiled = tpg.compile(f)
     x, w = lib.randn(8, 8), lib.randn(8, 8)
     for _ in range(2):
         check(compiled(x, w), f(x, w))
+    return f, compiled, x, w
+
+
+@pytest.mark.parametrize("fw", sorted(FRAMEWORKS))
+def test_an_autocast_region_inside_the_program_keeps_its_dtype(fw):
+    _, compiled, _, _ = _compiled_twice(region, FRAMEWORKS[fw])
     assert "autocast" in compiled.explain()
 
 
 @pytest.mark.parametrize("fw", sorted(FRAMEWORKS))
 def test_a_disabled_autocast_region_stays_captured_and_disables_under_autocast(fw):
     lib = FRAMEWORKS[fw]
-    f = disabled(lib)
-    compiled = tpg.compile(f)
-    x, w = lib.randn(8, 8), lib.randn(8, 8)
-    for _ in range(2):
-        check(compiled(x, w), f(x, w))
+    f, compiled, x, w = _compiled_twice(disabled, lib)
     assert compiled.frontend == "tensorplay_graph" and compiled.captures == 1
     with lib.autocast("cpu", dtype=lib.bfloat16):
         got, want = compiled(x, w), f(x, w)

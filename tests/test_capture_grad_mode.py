@@ -183,31 +183,13 @@ def test_an_in_place_buffer_update_under_no_grad_stays_captured(fw):
     assert compiled.frontend == "tensorplay_graph"
 
 
-@pytest.mark.parametrize("fw", sorted(FRAMEWORKS))
-def test_a_compiled_step_that_calls_backward_accumulates_as_eager(fw):
-    # before: the capture ran backward() on its example values, so the first call left three
-    # steps of gradient in .grad (eager: one)
-    lib = FRAMEWORKS[fw]
+def _twin_linears(lib):
+    """Two ``Linear(4, 2)`` with the same weights: one compiled, one the eager reference."""
     model, reference = lib.nn.Linear(4, 2), lib.nn.Linear(4, 2)
     with lib.no_grad():
         reference.weight.copy_(model.weight)
         reference.bias.copy_(model.bias)
-
-    def step_of(m):
-        def step(x):
-            loss = (m(x) ** 2).sum()
-            loss.backward()
-            return loss
-        return step
-
-    compiled = tpg.compile(step_of(model))
-    x = lib.randn(3, 4)
-    for _ in range(3):
-        got, want = compiled(x), step_of(reference)(x)
-        np.testing.assert_allclose(values(got.detach()), values(want.detach()), rtol=1e-5)
-        np.testing.assert_allclose(values(model.weight.grad), values(reference.weight.grad),
-                                   rtol=1e-5)
-    assert "runs autograd itself" in compiled.explain()
+    return model, reference
 
 
 @pytest.mark.parametrize("fw", sorted(FRAMEWORKS))
@@ -226,29 +208,38 @@ def test_autograd_grad_inside_the_program_matches_eager(fw):
     assert w.grad is None
 
 
+def _step_with_backward(lib, m):
+    def step(x):
+        loss = (m(x) ** 2).sum()
+        loss.backward()
+        return loss
+    return step
+
+
+def _nudge_through_parameters(lib, m):
+    def nudge(x):
+        y = m(x)
+        with lib.no_grad():
+            for p in m.parameters():
+                p.add_(0.01)
+        return y
+    return nudge
+
+
 @pytest.mark.parametrize("fw", sorted(FRAMEWORKS))
-def test_a_parameter_written_through_parameters_is_written_on_every_call(fw):
-    # before: the trace wrote the real parameters once (they were not proxies: reached
-    # through model.parameters()), the graph never did
+@pytest.mark.parametrize("make,state", [(_step_with_backward, "grad"),
+                                        (_nudge_through_parameters, "data")],
+                         ids=["backward inside", "writes through parameters()"])
+def test_state_a_compiled_step_changes_changes_as_in_eager(fw, make, state):
+    # before: the capture ran backward() on its example values (the first call left three
+    # steps of gradient in .grad, eager one); and wrote the real parameters reached through
+    # model.parameters() once, at capture, never in the graph
     lib = FRAMEWORKS[fw]
-    model, reference = lib.nn.Linear(4, 2), lib.nn.Linear(4, 2)
-    with lib.no_grad():
-        reference.weight.copy_(model.weight)
-        reference.bias.copy_(model.bias)
-
-    def nudge_of(m):
-        def nudge(x):
-            y = m(x)
-            with lib.no_grad():
-                for p in m.parameters():
-                    p.add_(0.01)
-            return y
-        return nudge
-
-    compiled = tpg.compile(nudge_of(model))
+    model, reference = _twin_linears(lib)
+    compiled = tpg.compile(make(lib, model))
     x = lib.randn(3, 4)
-    with lib.no_grad():
-        for _ in range(3):
-            np.testing.assert_allclose(values(compiled(x)), values(nudge_of(reference)(x)),
-                                       rtol=1e-5)
-            np.testing.assert_allclose(values(model.weight), values(reference.weight), rtol=1e-6)
+    for _ in range(3):
+        got, want = compiled(x), make(lib, reference)(x)
+        np.testing.assert_allclose(values(got.detach()), values(want.detach()), rtol=1e-5)
+        np.testing.assert_allclose(values(getattr(model.weight, state)),
+                                   values(getattr(reference.weight, state)), rtol=1e-5)

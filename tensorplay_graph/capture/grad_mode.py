@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
+from ..frameworks import is_tensor
+from ..ir.effects import is_inplace
+from ..ir.node import op_name
 from .guards import VALUE, Guard, ValueGuard
 from .proxy import GraphBreakError
 from .structure import FRAMEWORK_PACKAGES
@@ -98,12 +101,48 @@ class GradModeReads:
         self._guard = query
         return None
 
+    def in_region(self, tracer: Any, node: Any, proxy: Any) -> Any:
+        """For a node just recorded (``proxy``): its ``detach()`` proxy when it makes a tensor
+        inside a disabling region, else None; an in-place write there into a tensor that
+        requires grad raises :class:`GradModeError`."""
+        if node.op not in ("call_function", "call_method") or node.target == "detach" or \
+                self.region(tracer._framework) is not False:
+            return None
+        if is_inplace(node):
+            first = node.args[0] if node.args else None
+            if _requires_grad(first, tracer.attrs):
+                raise GradModeError(
+                    f"the program writes in place into {first.name}, which requires grad, "
+                    f"under its own no_grad ({op_name(node)} at {node.meta.get('stack')}): a "
+                    "compiled program cannot keep that write out of autograd. The framework's "
+                    "frontend (or eager) runs it")
+            return None
+        if not is_tensor(proxy.example):
+            return None
+        return tracer.create_proxy("call_method", "detach", (proxy,), {})
+
     def guards(self) -> List[Guard]:
         queries = list(self.read)
         if self._guard is not None and self._guard not in queries:
             queries.append(self._guard)
         return [(ValueGuard(query, f"the grad mode the program reads or sets "
                                    f"({query.__name__}())"), VALUE, None) for query in queries]
+
+
+def _requires_grad(node: Any, attrs: Dict[str, Any]) -> bool:
+    """Whether the tensor behind ``node`` (a parameter, an input, a value) requires grad."""
+    if getattr(node, "op", None) == "get_attr":
+        return bool(getattr(attrs.get(node.target), "requires_grad", False))
+    return bool(getattr(getattr(node, "meta", {}).get("tensor_meta"), "requires_grad", False))
+
+
+def runs_autograd(kind: str, target: Any) -> bool:
+    """Whether a recorded call runs autograd itself: ``.backward()``, ``autograd.grad`` /
+    ``autograd.backward`` (:class:`AutogradCallError`)."""
+    if kind == "call_method":
+        return target == "backward"
+    return kind == "call_function" and getattr(target, "__name__", None) in ("backward", "grad") \
+        and str(getattr(target, "__module__", "")).endswith("autograd")
 
 
 @contextmanager

@@ -67,20 +67,6 @@ class ObjectStateError(GraphBreakError):
     eager_for_tensorplay = True
 
 
-def state_write_error(what: str) -> ObjectStateError:
-    """The graph break for an in-place write (``what``) into a parameter, buffer or global
-    tensor the program reached without a traced read (``model.parameters()``): asked before
-    the write, which would otherwise happen once, at capture, and never in the graph."""
-    from .context import user_location
-    return ObjectStateError(
-        f"the program writes in place ({what} at {user_location()}) into a parameter, buffer "
-        "or global tensor it reached without a traced read (model.parameters(), "
-        "state_dict(), .data): the write would happen once, at capture, and never in the "
-        "graph. tensorplay_graph.compile hands such programs to the framework's frontend (a "
-        "graph break); to keep our capture, read the tensor as an attribute (self.weight) or "
-        "write it outside the program")
-
-
 class ObjectState:
     """What plain objects hold before a trace (see the module docstring)."""
 

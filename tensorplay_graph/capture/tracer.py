@@ -20,24 +20,24 @@ from contextlib import ExitStack
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..errors import GraphCaptureError
-from ..frameworks import adapter_for, framework_of, is_tensor, loaded, private_copy
+from ..frameworks import adapter_for, framework_of, is_tensor, private_copy
 from ..ir.effects import is_inplace
 from ..ir.lint import lint_enabled
 from ..ir.node import op_name
 from .context import ACTIVE_TRACER, check_no_escape, raise_location, user_location
-from . import autocast, grad_mode
+from . import grad_mode
 from .examples import PLAIN as _PLAIN, examples as _examples, set_tensor_meta as _set_tensor_meta
-from .hooks import hooks_for
 from .inputs import call_inputs, signature_inputs
 from .lifting import Lifted, erase_unused_attrs
 from .host_random import HostRandomness
 from .object_state import ObjectState, argument_roots, global_roots
 from .naming import attribute_qualname
 from .proxy import MISSING, GraphBreakError, Proxy, made_tensor_write, run_program
-from .printing import recording_print
 from .randomness import NOT_RANDOM, example_without_drawing
 from .guards import check_root_hooks, unique
 from .state import ProgramState, is_module
+from .state_writes import StateWrites
+from .trace_scope import abandon, enter_scope
 from .structure import output_spec, plain
 from .unknown_values import UnknownValues
 
@@ -89,7 +89,7 @@ class Tracer:
         self._random_mode: Any = None
         self._objects: Any = None  # ObjectState of the running trace
         self._grad: Any = None  # grad_mode.GradModeReads of the running trace
-        self._state_storages: Tuple[int, set] = (-1, set())  # holds_state's cache
+        self._state_writes = StateWrites()
         self._inplace_by_target: Dict[Tuple[str, Any], bool] = {}
         #: Nodes whose example values are made up (fakes, random draws; ``unknown_values``).
         self.unknown = UnknownValues()
@@ -105,7 +105,7 @@ class Tracer:
         """
         node = self.graph.create_node(kind, target, self._to_node_args(args),
                                       self._to_node_args(kwargs) if kwargs else None)
-        if _runs_autograd(kind, target):
+        if grad_mode.runs_autograd(kind, target):
             # before its example runs: that would accumulate into the caller's ``.grad``
             raise grad_mode.AutogradCallError(op_name(node), user_location())
         first = node.args[0] if node.args else None
@@ -124,39 +124,18 @@ class Tracer:
             if paused:
                 self._resume_mode(mode)
         proxy = Proxy(node, self, example)
-        grad = self._grad
-        if grad is not None and grad.stack and kind in ("call_function", "call_method") \
-                and target != "detach" and grad.region(self._framework) is False:
-            if is_inplace(node):
-                if self._requires_grad(first):
-                    raise grad_mode.GradModeError(
-                        f"the program writes in place into {first.name}, which requires grad, "
-                        f"under its own no_grad ({op_name(node)} at {node.meta['stack']}): a "
-                        "compiled program cannot keep that write out of autograd. The "
-                        "framework's frontend (or eager) runs it")
-            elif is_tensor(example):
-                # made under the program's own no_grad: no gradient flows from it in either mode
-                return self.create_proxy("call_method", "detach", (proxy,), {})
+        if self._grad is not None and self._grad.stack:
+            # made under the program's own no_grad: read through detach() (grad_mode); never
+            # ``or``: the truth value of a proxy is data
+            detached = self._grad.in_region(self, node, proxy)
+            if detached is not None:
+                return detached
         return proxy
 
     def holds_state(self, tensor: Any) -> bool:
         """Whether a real ``tensor`` shares memory with a parameter, buffer or global tensor
-        the trace reads (asked before a write that reaches no proxy: rare)."""
-        if getattr(tensor, "_is_param", False) or type(tensor).__name__ == "Parameter":
-            return True
-        storage = _storage_of(tensor)
-        if storage is None:
-            return False
-        if self._state_storages[0] != len(self.attrs):  # attrs only grow during a trace
-            self._state_storages = (len(self.attrs), {
-                _storage_of(value) for value in self.attrs.values() if is_tensor(value)})
-        return storage in self._state_storages[1]
-
-    def _requires_grad(self, node: Any) -> bool:
-        """Whether the tensor behind ``node`` (a parameter, an input, a value) requires grad."""
-        if getattr(node, "op", None) == "get_attr":
-            return bool(getattr(self.attrs.get(node.target), "requires_grad", False))
-        return bool(getattr(getattr(node, "meta", {}).get("tensor_meta"), "requires_grad", False))
+        the trace reads (:mod:`.state_writes`)."""
+        return self._state_writes.holds(tensor, self.attrs)
 
     def _writes_in_place(self, node: Any, kind: str, target: Any, args: tuple,
                          kwargs: Dict[str, Any]) -> bool:
@@ -363,20 +342,8 @@ class Tracer:
         token = ACTIVE_TRACER.set(self)
         try:
             with ExitStack() as stack:
-                stack.enter_context(recording_print())  # print(x) runs at call time
-                frameworks = [(name, adapter_for(name).module) for name in loaded()]
-                grad_reads = self._grad = stack.enter_context(grad_mode.watching(frameworks))
-                autocast_guards = stack.enter_context(autocast.watching(frameworks))
                 state = ProgramState(self, stack)
-                for name in loaded():
-                    # Capture hooks; libraries see a compiler tracing (is_compiling());
-                    # modules called during the trace read their state as proxies.
-                    hooks = hooks_for(name)
-                    stack.enter_context(hooks.tracing(self, state.on_module_call))
-                    if hasattr(hooks, "random_mode"):
-                        # ``torch.rand(3)`` holds no proxy: only a function mode sees it.
-                        self._random_mode = stack.enter_context(hooks.random_mode(self))
-                        self._pause_mode, self._resume_mode = hooks.pause_mode, hooks.resume_mode
+                grad_reads, autocast_guards = enter_scope(self, stack, state)
                 if _is_module(root):
                     state.patch_module(root, "")
                 result = run_program(state.rebind(function), args, kwargs)
@@ -387,7 +354,7 @@ class Tracer:
                 state.finish()
                 self.guards = state.guards
         except BaseException as error:
-            _abandon(objects, state, host)  # a failed trace leaves the caller's state as it was
+            abandon(objects, state, host)  # a failed trace leaves the caller's state as it was
             if not isinstance(error, RuntimeError) or \
                     type(error).__name__ != "GraphCaptureError" or isinstance(error, GraphCaptureError):
                 raise
@@ -401,7 +368,7 @@ class Tracer:
         try:
             check_no_escape(function, root, result)
         except GraphBreakError:
-            _abandon(objects, state)  # a traced value stored in the program's state: undo it
+            abandon(objects, state)  # a traced value stored in the program's state: undo it
             raise
         self._lifted.keep_unwritten(self.attrs)
         erase_unused_attrs(self.graph, self.attrs)
@@ -423,28 +390,3 @@ class Tracer:
             example = self._example_of(example)
             _set_tensor_meta(node, example)
         return Proxy(node, self, example)
-
-
-def _storage_of(tensor: Any) -> Any:
-    try:
-        return tensor.untyped_storage().data_ptr()
-    except Exception:  # noqa: BLE001 - a tensor without storage (TensorPlay's undefined one)
-        return None
-
-
-def _runs_autograd(kind: str, target: Any) -> bool:
-    if kind == "call_method":
-        return target == "backward"
-    return kind == "call_function" and getattr(target, "__name__", None) in ("backward", "grad") \
-        and str(getattr(target, "__module__", "")).endswith("autograd")
-
-
-def _abandon(objects: ObjectState, state: Optional[ProgramState],
-             host: Optional[HostRandomness] = None) -> None:
-    """Undo what an abandoned trace wrote into the caller's objects and modules, and the
-    Python-level random draws it made (the run that follows draws them as eager would)."""
-    objects.restore()
-    if host is not None:
-        host.restore()
-    if state is not None:
-        state.restore_modules()

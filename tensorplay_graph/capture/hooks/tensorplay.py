@@ -36,7 +36,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 import tensorplay
 
 from .. import context
-from ..object_state import state_write_error
+from ..state_writes import state_write_error
 from ..proxy import INPLACE_OPERATORS, Proxy
 from ..randomness import record_random, should_record
 from ..tracer import NO_EXAMPLE

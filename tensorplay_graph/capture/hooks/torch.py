@@ -20,7 +20,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .. import context
-from ..object_state import state_write_error
+from ..state_writes import state_write_error
 from ..proxy import Proxy
 from ..randomness import record_random, should_record
 from . import BINARY_DUNDERS
