@@ -11,16 +11,17 @@ backend: a crash deep in numpy). Dynamo records autocast's regions (``autocast_s
   :class:`AutocastError`, a graph break (torch: Dynamo; TensorPlay: eager);
 - an ``autocast(enabled=False)`` region in a call made without autocast changes nothing
   (Llama's rotary embedding has one) and stays captured;
-- every specialization is guarded on autocast being off, so a later call under autocast
+- every specialization is guarded on its framework's autocast being off, so a later call under autocast
   captures again and breaks there.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, List, Tuple
+from contextlib import ExitStack, contextmanager
+from typing import Any, Dict, Iterable, Iterator, Tuple
 
 from .guards import VALUE, Guard, ValueGuard
+from .patches import patch
 from .proxy import GraphBreakError
 
 #: the device types whose autocast state is checked
@@ -46,31 +47,27 @@ def _state(module: Any) -> Tuple[bool, ...]:
 
 
 @contextmanager
-def watching(frameworks: Iterable[Tuple[str, Any]]) -> Iterator[List[Guard]]:
+def watching(frameworks: Iterable[Tuple[str, Any]]) -> Iterator[Dict[str, Guard]]:
     """Raise :class:`AutocastError` for a call under autocast, and while the trace runs for
-    an autocast region the program enters; yields the guards (autocast off) to keep."""
+    an autocast region the program enters; yields per framework the guard (autocast off)
+    its programs keep."""
     frameworks = [(name, module) for name, module in frameworks
                   if callable(getattr(module, "is_autocast_enabled", None))]
-    guards: List[Guard] = []
+    guards: Dict[str, Guard] = {}
     for name, module in frameworks:
         state = _state(module)
         if any(state):
             on = [d for d, enabled in zip(DEVICES, state) if enabled]
             raise AutocastError(f"the call runs under {name} autocast ({', '.join(on)}): a "
                                 f"captured graph would not repeat its casts. {_FIX}")
-        guards.append((ValueGuard(lambda module=module: _state(module),
-                                  f"{name} autocast (off at capture)"), VALUE, None))
-    patched = []
-    try:
+        guards[name] = (ValueGuard(lambda module=module: _state(module),
+                                   f"{name} autocast (off at capture)"), VALUE, None)
+    with ExitStack() as patches:
         for name, module in frameworks:
             cls = getattr(module, "autocast", None)
             if isinstance(cls, type) and "__enter__" in vars(cls):
-                patched.append((cls, cls.__enter__))
-                cls.__enter__ = _refusing(cls.__enter__, name)
+                patch(patches, cls, "__enter__", _refusing(cls.__enter__, name))
         yield guards
-    finally:
-        for cls, enter in patched:
-            cls.__enter__ = enter
 
 
 def _refusing(enter: Any, framework: str) -> Any:

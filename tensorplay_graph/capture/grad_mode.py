@@ -20,13 +20,14 @@ graph then serves calls in either mode. Two things would freeze that mode:
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..frameworks import is_tensor
 from ..ir.effects import is_inplace
 from ..ir.node import op_name
 from .guards import VALUE, Guard, ValueGuard
+from .patches import patch
 from .proxy import GraphBreakError
 from .structure import FRAMEWORK_PACKAGES
 
@@ -148,37 +149,28 @@ def runs_autograd(kind: str, target: Any) -> bool:
 @contextmanager
 def watching(frameworks: Iterable[Tuple[str, Any]]) -> Iterator[GradModeReads]:
     """Watch the mode queries and contexts of the loaded frameworks (``(name, module)``)
-    while the trace runs."""
+    while the trace runs (every patch undone on exit, whatever fails)."""
     reads = GradModeReads()
-    patched: List[Tuple[Any, str, Any]] = []
-    try:
+    with ExitStack() as patches:
         for framework, module in frameworks:
             reads.mode_query[framework] = getattr(module, "is_grad_enabled", None)
             for name in QUERIES:
                 query = getattr(module, name, None)
                 if callable(query):
                     reads.ambient[query] = query()
-                    patched.append((module, name, query))
-                    setattr(module, name, reads._watch(query))
+                    patch(patches, module, name, reads._watch(query))
             autograd = getattr(module, "autograd", None)
             for name in ("grad", "backward"):  # reached without a proxy method (TensorPlay)
                 call = getattr(autograd, name, None)
                 if callable(call):
-                    patched.append((autograd, name, call))
-                    setattr(autograd, name, _refusing_traced(call, f"autograd.{name}"))
+                    patch(patches, autograd, name, _refusing_traced(call, f"autograd.{name}"))
             for name, mode in CONTEXTS.items():
                 cls = getattr(module, name, None)
                 if isinstance(cls, type) and hasattr(cls, "__enter__"):
-                    patched += [(cls, "__enter__", vars(cls).get("__enter__")),
-                                (cls, "__exit__", vars(cls).get("__exit__"))]
-                    _track(cls, mode, reads.stack)
+                    enter, leave = _tracked(cls, mode, reads.stack)
+                    patch(patches, cls, "__enter__", enter)
+                    patch(patches, cls, "__exit__", leave)
         yield reads
-    finally:
-        for owner, name, value in reversed(patched):
-            if value is None:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, value)
 
 
 def _refusing_traced(call: Callable[..., Any], what: str) -> Callable[..., Any]:
@@ -194,7 +186,8 @@ def _refusing_traced(call: Callable[..., Any], what: str) -> Callable[..., Any]:
     return refusing
 
 
-def _track(cls: type, mode: Optional[bool], stack: List[bool]) -> None:
+def _tracked(cls: type, mode: Optional[bool], stack: List[bool]) -> Tuple[Any, Any]:
+    """``cls``'s ``__enter__`` / ``__exit__`` pushing and popping the mode it sets."""
     enter, leave = cls.__enter__, cls.__exit__
 
     def __enter__(self: Any) -> Any:
@@ -212,4 +205,4 @@ def _track(cls: type, mode: Optional[bool], stack: List[bool]) -> None:
             stack.pop()
         return leave(self, *exc)
 
-    cls.__enter__, cls.__exit__ = __enter__, __exit__
+    return __enter__, __exit__

@@ -9,7 +9,7 @@ trace changed in the caller's objects, modules and Python-level random generator
 from __future__ import annotations
 
 from contextlib import ExitStack
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from ..frameworks import adapter_for, loaded
 from . import autocast, grad_mode
@@ -21,7 +21,7 @@ from .printing import recording_print
 
 
 def enter_scope(tracer: Any, stack: ExitStack, state: Any
-                ) -> Tuple[grad_mode.GradModeReads, List[Guard]]:
+                ) -> Tuple[grad_mode.GradModeReads, Dict[str, Guard]]:
     """Enter the trace's contexts on ``stack``; the grad-mode reads and the autocast guards
     (both turn into guards once the program ran)."""
     stack.enter_context(recording_print())  # print(x) runs at call time

@@ -364,7 +364,8 @@ class Tracer:
             ACTIVE_TRACER.reset(token)
             self._random_mode = self._objects = self._grad = None
         self.guards = unique(self.guards + state.late_guards(self._framework)
-                             + objects.scalar_guards() + grad_reads.guards() + autocast_guards)
+                             + objects.scalar_guards() + grad_reads.guards()
+                             + [autocast_guards[f] for f in [self._framework] if f in autocast_guards])
         try:
             check_no_escape(function, root, result)
         except GraphBreakError:
