@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Dict, List, Optional, Sequence
 
@@ -128,10 +129,48 @@ def signature_lines(name: str, params: List[str], constexprs: List[str],
     canonical form when cached)."""
     positions = [params.index(p) for p in unspecialized]
     jit = f"@triton.jit(do_not_specialize={positions})" if positions else "@triton.jit"
-    lines = [jit, f"def {name}("]
+    pdl = pdl_enabled()
+    lines = ([PDL_IMPORT] if pdl else []) + [jit, f"def {name}("]
     for chunk_start in range(0, len(params), 6):
         lines.append(INDENT + ", ".join(params[chunk_start:chunk_start + 6]) + ",")
     for c in constexprs:
         lines.append(f"{INDENT}{c}: tl.constexpr,")
     lines.append("):")
+    if pdl:  # before any memory access: the previous kernel's writes are visible after it
+        lines.append(f"{INDENT}{PDL_WAIT}")
     return lines
+
+
+PDL_IMPORT = "from triton.language.extra.cuda import gdc_wait"
+PDL_WAIT = "gdc_wait()"
+
+
+def pdl_enabled() -> bool:
+    """Whether generated kernels wait on the previous grid and launch with programmatic
+    dependent launch (``launch_pdl``), so that a kernel's launch overlaps the tail of the one
+    before it (Hopper and later, inside CUDA graphs too). ``TPG_TRITON_PDL=1`` turns it on;
+    never under the interpreter, which has no grid dependency control."""
+    import os
+    if os.environ.get("TPG_TRITON_PDL", "0") in ("", "0"):
+        return False
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        return False
+    return _triton_has_gdc()
+
+
+@functools.lru_cache(maxsize=None)
+def _triton_has_gdc() -> bool:
+    # From the installed version, not an import: planning runs while a background thread
+    # imports Triton (prewarm), and two threads importing it at once can see it half-built.
+    from importlib import metadata
+    try:
+        major, minor = (int(part) for part in metadata.version("triton").split(".")[:2])
+    except (metadata.PackageNotFoundError, ValueError):
+        return False
+    return (major, minor) >= (3, 3)
+
+
+def uses_pdl(source_text: str) -> bool:
+    """A kernel launches with ``launch_pdl`` only when its source waits on the previous grid
+    first: without the wait it could read inputs the previous kernel has not written yet."""
+    return PDL_WAIT in source_text
