@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from .capture.proxy import GraphBreakError
 from .capture.guards import guard_fails
 from .call_keys import describe_change, shape_free
-from .capture.structure import call_key, restore
+from .capture.structure import call_key, restorer
 from .errors import GraphCaptureError, LoweringError, TensorPlayGraphError, UnsupportedOpError
 from .fast_call import MISS, build_entry
 from .frameworks import adapter_for, framework_of
@@ -44,11 +44,13 @@ class RecompileLimitError(TensorPlayGraphError, RuntimeError):
 class Specialization:
     """One captured program: its runner, the guards it was captured under and its output types."""
 
-    __slots__ = ("runner", "guards", "output_spec", "flat", "entry")
+    __slots__ = ("runner", "guards", "output_spec", "flat", "entry", "restore")
 
     def __init__(self, runner: Callable[..., Any], guards: Sequence[Any] = (),
                  output_spec: Any = None, flat: bool = True) -> None:
         self.runner, self.guards, self.output_spec = runner, list(guards), output_spec
+        #: Rebuilds the typed output from the runner's plain output.
+        self.restore = restorer(output_spec)
         #: The runner takes the call's tensors (``call_key`` order), else the call's args.
         self.flat = flat
         #: The generated steady-state check-and-run function (``fast_call``): None until
@@ -64,8 +66,7 @@ class Specialization:
         return self.runner.captured
 
     def __call__(self, args: tuple, leaves: List[Any]) -> Any:
-        out = self.runner(*(leaves if self.flat else args))
-        return out if self.output_spec is None else restore(self.output_spec, out)
+        return self.restore(self.runner(*(leaves if self.flat else args)))
 
 
 def _parameter_names(fn: Any) -> List[str]:

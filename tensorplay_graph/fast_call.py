@@ -45,7 +45,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from .capture.proxy import MISSING
 from .capture.guards import HOOKS, VALUE, AttrKeys, _cell_value
-from .capture.structure import SCALARS, framework_of_type, restore, value_key
+from .capture.structure import SCALARS, framework_of_type, value_key
 from .frameworks import adapter_for
 
 logger = logging.getLogger("tensorplay_graph.compile")
@@ -231,7 +231,7 @@ def build_entry(spec: Any, args: tuple, kwargs: Dict[str, Any], key: tuple,
     call_args = ", ".join(w.leaves if spec.flat else names)
     result = f"{w.const(run, 'run')}({call_args})"
     if spec.output_spec is not None:
-        result = f"{w.const(restore, '_restore')}({w.const(spec.output_spec)}, {result})"
+        result = f"{w.const(spec.restore, '_restore')}({result})"
     w.lines.append(f"    return {result}")
     w.lines[1] = f"    global {', '.join(w.state)}" if w.state else "    pass"
     source = "\n".join(w.lines) + "\n"

@@ -53,11 +53,16 @@ def test_kernels_wait_first_and_build_for_hopper(name, monkeypatch):
             ptx.index(op) for op in ("ld.global", "st.global", "cp.async") if op in ptx)
 
 
-def test_off_by_default_and_under_the_interpreter(monkeypatch):
+def test_modes_and_the_interpreter(monkeypatch):
     monkeypatch.delenv("TPG_TRITON_PDL", raising=False)
     assert not codegen_common.pdl_enabled()
     monkeypatch.setenv("TPG_TRITON_PDL", "1")
     assert codegen_common.pdl_enabled()
+    monkeypatch.setenv("TPG_TRITON_PDL", "auto")  # griddepcontrol needs a Hopper device
+    assert codegen_common.pdl_enabled() is codegen_common._cuda_device_is_hopper_or_later()
+    if not torch.cuda.is_available():
+        assert not codegen_common.pdl_enabled()
+    monkeypatch.setenv("TPG_TRITON_PDL", "1")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert not codegen_common.pdl_enabled()
 

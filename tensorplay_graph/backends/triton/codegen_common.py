@@ -148,14 +148,29 @@ PDL_WAIT = "gdc_wait()"
 def pdl_enabled() -> bool:
     """Whether generated kernels wait on the previous grid and launch with programmatic
     dependent launch (``launch_pdl``), so that a kernel's launch overlaps the tail of the one
-    before it (Hopper and later, inside CUDA graphs too). ``TPG_TRITON_PDL=1`` turns it on;
-    never under the interpreter, which has no grid dependency control."""
+    before it (Hopper and later, inside CUDA graphs too). ``TPG_TRITON_PDL``: ``1`` on, ``0``
+    off, ``auto`` on when the current CUDA device is a Hopper or later (``griddepcontrol``
+    needs sm_90); never under the interpreter, which has no grid dependency control."""
     import os
-    if os.environ.get("TPG_TRITON_PDL", "0") in ("", "0"):
+    mode = os.environ.get("TPG_TRITON_PDL", PDL_DEFAULT)
+    if mode in ("", "0") or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         return False
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    if mode == "auto" and not _cuda_device_is_hopper_or_later():
         return False
     return _triton_has_gdc()
+
+
+PDL_DEFAULT = "0"
+
+
+def _cuda_device_is_hopper_or_later() -> bool:
+    import sys
+    torch = sys.modules.get("torch")  # a process that never imported torch plans no CUDA work
+    try:
+        return bool(torch is not None and torch.cuda.is_available()
+                    and torch.cuda.get_device_capability() >= (9, 0))
+    except Exception:  # noqa: BLE001 - no usable CUDA runtime: plain launches
+        return False
 
 
 @functools.lru_cache(maxsize=None)
