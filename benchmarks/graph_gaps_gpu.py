@@ -7,7 +7,8 @@ lets the runner capture its graph, then traces three replays with torch.profiler
 the kernels and memsets a graph launches, one event each) and prints one JSON line per model:
 the replay's span (first kernel start to last kernel end, per replay, median), the kernels'
 own time, the idle time between consecutive nodes, the node count, and the largest gaps with
-the nodes on either side. A gap is the GPU doing nothing between two graph nodes: dependency
+the nodes on either side; and the host time from entering a call to the graph's launch
+(the GPU idles through it), with cProfile's costliest functions. A gap is the GPU doing nothing between two graph nodes: dependency
 resolution and launch of the next node, which no kernel tuning recovers.
 """
 
@@ -19,6 +20,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 
 import torch
 
@@ -37,22 +39,66 @@ def trace_replays(graph, replays: int = 3):
         for _ in range(replays):
             graph.replay()
             torch.cuda.synchronize()
+            time.sleep(0.002)  # a device gap no replay has inside: where the next one starts
     path = os.path.join(tempfile.mkdtemp(), "trace.json")
     prof.export_chrome_trace(path)
     with open(path) as f:
         events = json.load(f)["traceEvents"]
     device = sorted((e for e in events if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")
                      and "dur" in e), key=lambda e: e["ts"])
-    # replays are separated by a host sync: split where the device idles for over 50 us
+    # replays are 2 ms apart: split where the device idles for over 1 ms
     runs, current = [], []
     for event in device:
-        if current and event["ts"] - (current[-1]["ts"] + current[-1]["dur"]) > 50:
+        if current and event["ts"] - (current[-1]["ts"] + current[-1]["dur"]) > 1000:
             runs.append(current)
             current = []
         current.append(event)
     if current:
         runs.append(current)
     return runs
+
+
+def pre_replay_us(fn, inputs, runner, calls=100):
+    """Median host time from entering the compiled call to the graph's launch: the GPU idles
+    through it (the caller synchronized after the previous call)."""
+    ops, launched = runner.ops, []
+
+    class Spy:
+        def __getattr__(self, name):
+            return getattr(ops, name)
+
+        def replay(self, graph):
+            launched.append(time.perf_counter())
+            ops.replay(graph)
+
+    runner.ops = Spy()
+    times = []
+    try:
+        for _ in range(calls):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            fn(*inputs)
+            times.append((launched[-1] - start) * 1e6)
+    finally:
+        runner.ops = ops
+    torch.cuda.synchronize()
+    return round(statistics.median(times), 2)
+
+
+def host_top(fn, inputs, calls=100, top=15):
+    """cProfile of ``calls`` synchronized calls: own time per call of the costliest functions."""
+    import cProfile
+    import pstats
+    profiler = cProfile.Profile()
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        profiler.enable()
+        fn(*inputs)
+        profiler.disable()
+    torch.cuda.synchronize()
+    rows = sorted(pstats.Stats(profiler).stats.items(), key=lambda kv: -kv[1][2])[:top]
+    return [(round(tottime / calls * 1e6, 2), f"{path.rsplit('/', 2)[-1]}:{line}:{name}")
+            for (path, line, name), (_, _, tottime, _, _) in rows]
 
 
 def summarize(run):
@@ -90,7 +136,9 @@ def main() -> None:
                 print(json.dumps({"model": name, "error": f"no graph: {runner.cuda_graphs}"}))
                 continue
             row = {"model": name, "call_ms": round(steady_ms(fn, inputs), 4),
-                   "replay_ms": round(steady_ms(lambda: graph.replay(), ()), 4)}
+                   "replay_ms": round(steady_ms(lambda: graph.replay(), ()), 4),
+                   "pre_replay_us": pre_replay_us(fn, inputs, runner),
+                   "host_top_us": host_top(fn, inputs)}
         runs = [summarize(run) for run in trace_replays(graph)]
         for key in ("span_us", "busy_us", "idle_us", "nodes", "memsets"):
             row[key] = round(statistics.median(r[key] for r in runs), 2)

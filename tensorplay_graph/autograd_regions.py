@@ -136,6 +136,19 @@ class GraphRunner:
             return self.eager
         return self.no_grad if self._args_need_grad is False and not self._has_constants else self
 
+    def launch(self, *args: Any) -> bool:
+        """Launch the lowered program's CUDA-graph replay for ``args`` ahead of the caller's
+        state checks when nothing but a replay is needed (see ``CudaGraphRunner.launch``)."""
+        lowered = self._lowered
+        if lowered is None or self._lower is not None or self.uses_eager_autograd(args):
+            return False
+        launch = getattr(lowered, "launch", None)
+        return launch is not None and launch(*args)
+
+    def collect(self, launched: bool, *args: Any) -> Any:
+        """The results of :meth:`launch`'s replay, or the whole call when it made none."""
+        return self._lowered.collect(True) if launched else self(*args)
+
     def __call__(self, *args: Any) -> Any:
         if self.uses_eager_autograd(args):
             if self._train is not None:

@@ -13,9 +13,10 @@
 from __future__ import annotations
 
 import re
+import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
-__all__ = ["private_copy", "copy_into", "capture_failure"]
+__all__ = ["private_copy", "copy_into", "capture_failure", "where", "stayed"]
 
 
 def _extent(tensor: Any) -> int:
@@ -50,6 +51,18 @@ def copy_into(buffer: Any, value: Any) -> None:
             value.detach().as_strided(region, (1,), value.storage_offset()))
     else:
         buffer.copy_(value.detach())
+
+
+def where(tensor: Any) -> Tuple[int, Any]:
+    """Where ``tensor``'s data lives: its address and (weakly) its storage object."""
+    return tensor.data_ptr(), weakref.ref(tensor.untyped_storage())
+
+
+def stayed(tensor: Any, place: Optional[Tuple[int, Any]]) -> bool:
+    """Whether ``tensor`` reads the same storage, at the same address, as at ``place``
+    (:func:`where`): a new tensor the allocator put where a freed one was has moved."""
+    return place is not None and place[0] == tensor.data_ptr() and \
+        place[1]() is tensor.untyped_storage()
 
 
 _NODE_NOTE = re.compile(r"while running node (\S+)")

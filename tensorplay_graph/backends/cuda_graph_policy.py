@@ -9,7 +9,7 @@ graphs are forced on -- no random op and no custom op running arbitrary host cod
 from __future__ import annotations
 
 import operator
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from ..frameworks import adapter_for
 
@@ -152,3 +152,58 @@ def decide(module: Any, example_inputs: Sequence[Any], option: Optional[bool] = 
         if reason is not None:
             return False, f"off: {reason}"
     return True, ON
+
+
+def replay_writes_only_its_buffers(module: Any) -> bool:
+    """Whether a replay of ``module`` changes nothing but the graph's own buffers: no write
+    into an input or a constant (a buffer's running statistics), no random draw (the
+    generator's offset moves) and no custom op (it may run host code). Only such a replay
+    may be launched before the caller's state checks, and be dropped when one fails."""
+    from ..ir.effects import mutated_nodes, prim_effect
+    graph = getattr(module, "graph", None)
+    if graph is None:
+        return False
+    for node in graph.nodes:
+        op = getattr(node, "op", None)
+        if op is None:  # not an IR graph: nothing to go by
+            return False
+        if op in ("placeholder", "get_attr", "output"):
+            continue
+        if any(w.op in ("placeholder", "get_attr") for w in mutated_nodes(node)):
+            return False
+        if prim_effect(node) is not None:  # a random draw or another side effect
+            return False
+        if node.op == "call_function" and _custom_op_name(node.target) is not None:
+            return False
+    return True
+
+
+def written_constants(module: Any) -> List[Any]:
+    """The constants (buffers: batch norm's running statistics) ``module`` writes in place.
+    A capture runs the program once more before recording it; their values from before that
+    run are put back, so that each call applies the program's writes once, as eager does."""
+    from ..ir.effects import mutated_nodes, prim_effect
+    graph = getattr(module, "graph", None)
+    targets, maybe = set(), set()
+    for node in getattr(graph, "nodes", ()):
+        if getattr(node, "op", "get_attr") == "get_attr":
+            continue
+        targets.update(w.target for w in mutated_nodes(node) if w.op == "get_attr")
+        if prim_effect(node) == "side_effect":  # batch_norm(training=True): its buffers
+            maybe.update(a.target for a in node.all_input_nodes if a.op == "get_attr")
+    found = []
+    for target in sorted(targets | maybe):
+        value = module
+        try:
+            for part in str(target).split("."):
+                value = getattr(value, part)
+        except AttributeError:
+            continue
+        if not hasattr(value, "copy_") or (target not in targets and _is_parameter(value)):
+            continue
+        found.append(value)
+    return found
+
+
+def _is_parameter(value: Any) -> bool:
+    return any(cls.__name__ == "Parameter" for cls in type(value).__mro__)

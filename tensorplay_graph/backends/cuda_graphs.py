@@ -47,14 +47,14 @@ from __future__ import annotations
 import functools
 import logging
 import sys
-import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .cuda_graph_capture import capture_failure, copy_into, private_copy
+from .cuda_graph_capture import capture_failure, copy_into, private_copy, stayed, where
 from .cuda_graph_ops import TorchGraphs
 from .output_tree import flatten as _flatten, rebuild as _rebuild
 from .cuda_graph_policy import (COPY_BYTES_PER_LAUNCH, HOST_FUNCTIONS, HOST_METHODS,  # noqa: F401
-                                 ON, decide, is_cuda_tensor, launches)
+                                 ON, decide, is_cuda_tensor, launches,
+                                 replay_writes_only_its_buffers, written_constants)
 
 log = logging.getLogger("tensorplay_graph.compile")
 hints = logging.getLogger("tensorplay_graph.perf_hints")
@@ -126,6 +126,8 @@ class CudaGraphRunner:
         self._refresh = [n.target for n in getattr(graph, "nodes", ())
                          if callable(getattr(n.target, "refresh_for_replay", None))]
         self._launches = launches(fn)
+        #: a replay may run before the caller's state checks (:meth:`launch`)
+        self.speculative = not forced and replay_writes_only_its_buffers(fn)
 
     @property
     def cuda_graphs(self) -> str:
@@ -150,23 +152,43 @@ class CudaGraphRunner:
             if not self.state.startswith("off"):
                 return self._capture(args)
             return self.fn(*args)
+        why = self._prepare(args)
+        if why is not None:
+            return self._divert(args, *why)
+        self.ops.replay(self._graph)
+        self.replays += 1
+        return self._result()
+
+    # -- a replay launched before the caller's state checks ------------------------------
+    def launch(self, *args: Any) -> bool:
+        """Replay the graph for ``args`` if this call needs nothing but a replay, and say
+        whether it did. The generated entry (``fast_call``) checks the arguments, launches,
+        then checks the program's state (module attributes, parameters, globals: most of a
+        call's host time) while the GPU runs; :meth:`collect` hands out the results. A
+        state check that fails after a launch drops the replay's results: it wrote only
+        into the graph's own buffers, which no caller holds (:attr:`speculative` says so for
+        this program), and the call takes the general path."""
+        if self._graph is None or not self.speculative or self._prepare(args) is not None:
+            return False
+        self.ops.replay(self._graph)
+        self.replays += 1
+        return True
+
+    def collect(self, launched: bool, *args: Any) -> Any:
+        """The results of the replay :meth:`launch` made, or the whole call when it made none."""
+        return self._result() if launched else self(*args)
+
+    def _prepare(self, args: tuple) -> Optional[Tuple[str, Any]]:
+        """Make the graph's buffers ready for a replay on ``args``: None when they are, else
+        why another step must run first (``(kind, detail)``, for :meth:`_divert`)."""
         for slot, ptr in self._static:
             if args[slot].data_ptr() != ptr:
-                return self._recapture(args, f"input {slot} moved to new storage")
+                return "moved", slot
         held = self._held_outputs()
         if held:
-            # The caller owns those output buffers now: a new graph (new buffers) from here
-            # on, which hands out copies of the outputs the caller keeps (a training loop's
-            # ``loss`` from the last step) and its own buffers for the rest.
-            self._copy_out |= held
-            self._drop_graph()
-            hints.info("cuda graphs: the caller still holds %d of the previous call's outputs; "
-                       "capturing again and copying those out of the graph's pool from now on "
-                       "(drop the previous result before calling again to avoid the copy)",
-                       len(held))
-            return self._capture(args, [slot for slot, _ in self._private])
+            return "held", held
         if self._pool is not None and self._pool.holder(self) is not None:
-            return self._leave_pool(args)
+            return "pool", None
         for slot, buffer in self._private:
             value = args[slot]
             if value.data_ptr() != buffer.data_ptr():
@@ -175,18 +197,34 @@ class CudaGraphRunner:
         # weight passed as an argument) must see this call's values, not the last call's
         for cache in self._refresh:
             if not cache.refresh_for_replay():
-                return self._recapture(args, "a cached weight's parameter was replaced")
-        self.ops.replay(self._graph)
-        self.replays += 1
-        return self._result()
+                return "cache", None
+        return None
+
+    def _divert(self, args: tuple, kind: str, detail: Any) -> Any:
+        if kind == "moved":
+            return self._recapture(args, f"input {detail} moved to new storage")
+        if kind == "held":
+            # The caller owns those output buffers now: a new graph (new buffers) from here
+            # on, which hands out copies of the outputs the caller keeps (a training loop's
+            # ``loss`` from the last step) and its own buffers for the rest.
+            self._copy_out |= detail
+            self._drop_graph()
+            hints.info("cuda graphs: the caller still holds %d of the previous call's outputs; "
+                       "capturing again and copying those out of the graph's pool from now on "
+                       "(drop the previous result before calling again to avoid the copy)",
+                       len(detail))
+            return self._capture(args, [slot for slot, _ in self._private])
+        if kind == "pool":
+            return self._leave_pool(args)
+        return self._recapture(args, "a cached weight's parameter was replaced")
 
     # -- steps ---------------------------------------------------------------------------
     def _moved(self, args: tuple) -> bool:
-        return any(self.ops.is_tensor(a) and not _stayed(a, where)
-                   for a, where in zip(args, self._warm or ()))
+        return any(self.ops.is_tensor(a) and not stayed(a, place)
+                   for a, place in zip(args, self._warm or ()))
 
     def _first(self, args: tuple) -> Any:
-        self._warm = [_where(a) if self.ops.is_tensor(a) else None for a in args]
+        self._warm = [where(a) if self.ops.is_tensor(a) else None for a in args]
         self.state = "capture next"
         pool = self._pool.warm_up_handle(self.ops) if self._pool is not None else None
         return self.ops.warm_up(self.fn, args, pool=pool)
@@ -199,7 +237,7 @@ class CudaGraphRunner:
             self._pool = pool = None
         static, private, capture_args = [], [], list(args)
         copied = [slot for slot, value in enumerate(args) if self.ops.is_tensor(value)
-                  and (slot in moved or not _stayed(value, self._warm[slot]))]
+                  and (slot in moved or not stayed(value, self._warm[slot]))]
         size = sum(args[slot].numel() * args[slot].element_size() for slot in copied)
         if not self.forced and size > COPY_BYTES_PER_LAUNCH * max(1, self._launches):
             return self._off(args, f"input(s) {copied} move between calls: copying their "
@@ -215,12 +253,18 @@ class CudaGraphRunner:
                 buffer = private_copy(value)
                 private.append((slot, buffer))
                 capture_args[slot] = buffer
+        written = written_constants(self.fn)
+        before = [value.detach().clone() for value in written]
         try:
             graph, out = self.ops.capture(self.fn, capture_args,
                                           pool=None if pool is None else pool.handle(self.ops))
         except Exception as exc:  # e.g. an op that synchronizes with the host
+            for value, saved in zip(written, before):
+                value.detach().copy_(saved)
             self.capture_failure = capture_failure(exc, self.fn)
             return self._off(args, f"capture failed {self.capture_failure['text']}", warn=True)
+        for value, saved in zip(written, before):  # the capture's own run wrote them once
+            value.detach().copy_(saved)
         leaves: List[Any] = []
         spec = _flatten(out, leaves)
         del out  # the baseline below counts only the runner's own references
@@ -346,17 +390,6 @@ def _handout(ops: Any, value: Any, copy: bool) -> int:
     if copy:
         return _COPY
     return _AS_IS if value.requires_grad else _ALIAS
-
-
-def _where(tensor: Any) -> Tuple[int, Any]:
-    """Where ``tensor``'s data lives: its address and (weakly) its storage object."""
-    return tensor.data_ptr(), weakref.ref(tensor.untyped_storage())
-
-
-def _stayed(tensor: Any, where: Optional[Tuple[int, Any]]) -> bool:
-    """Whether ``tensor`` reads the same storage, at the same address, as at ``where``."""
-    return where is not None and where[0] == tensor.data_ptr() and \
-        where[1]() is tensor.untyped_storage()
 
 
 def cuda_graph_program(fn: Callable[..., Any], example_inputs: Sequence[Any]) -> Callable[..., Any]:

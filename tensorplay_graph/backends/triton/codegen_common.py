@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Dict, List, Optional, Sequence
 
@@ -129,63 +128,10 @@ def signature_lines(name: str, params: List[str], constexprs: List[str],
     canonical form when cached)."""
     positions = [params.index(p) for p in unspecialized]
     jit = f"@triton.jit(do_not_specialize={positions})" if positions else "@triton.jit"
-    pdl = pdl_enabled()
-    lines = ([PDL_IMPORT] if pdl else []) + [jit, f"def {name}("]
+    lines = [jit, f"def {name}("]
     for chunk_start in range(0, len(params), 6):
         lines.append(INDENT + ", ".join(params[chunk_start:chunk_start + 6]) + ",")
     for c in constexprs:
         lines.append(f"{INDENT}{c}: tl.constexpr,")
     lines.append("):")
-    if pdl:  # before any memory access: the previous kernel's writes are visible after it
-        lines.append(f"{INDENT}{PDL_WAIT}")
     return lines
-
-
-PDL_IMPORT = "from triton.language.extra.cuda import gdc_wait"
-PDL_WAIT = "gdc_wait()"
-
-
-def pdl_enabled() -> bool:
-    """Whether generated kernels wait on the previous grid and launch with programmatic
-    dependent launch (``launch_pdl``), so that a kernel's launch overlaps the tail of the one
-    before it (Hopper and later, inside CUDA graphs too). ``TPG_TRITON_PDL``: ``1`` on, ``0``
-    off, ``auto`` on when the current CUDA device is a Hopper or later (``griddepcontrol``
-    needs sm_90); never under the interpreter, which has no grid dependency control."""
-    import os
-    mode = os.environ.get("TPG_TRITON_PDL", PDL_DEFAULT)
-    if mode in ("", "0") or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        return False
-    if mode == "auto" and not _cuda_device_is_hopper_or_later():
-        return False
-    return _triton_has_gdc()
-
-
-PDL_DEFAULT = "0"
-
-
-def _cuda_device_is_hopper_or_later() -> bool:
-    import sys
-    torch = sys.modules.get("torch")  # a process that never imported torch plans no CUDA work
-    try:
-        return bool(torch is not None and torch.cuda.is_available()
-                    and torch.cuda.get_device_capability() >= (9, 0))
-    except Exception:  # noqa: BLE001 - no usable CUDA runtime: plain launches
-        return False
-
-
-@functools.lru_cache(maxsize=None)
-def _triton_has_gdc() -> bool:
-    # From the installed version, not an import: planning runs while a background thread
-    # imports Triton (prewarm), and two threads importing it at once can see it half-built.
-    from importlib import metadata
-    try:
-        major, minor = (int(part) for part in metadata.version("triton").split(".")[:2])
-    except (metadata.PackageNotFoundError, ValueError):
-        return False
-    return (major, minor) >= (3, 3)
-
-
-def uses_pdl(source_text: str) -> bool:
-    """A kernel launches with ``launch_pdl`` only when its source waits on the previous grid
-    first: without the wait it could read inputs the previous kernel has not written yet."""
-    return PDL_WAIT in source_text

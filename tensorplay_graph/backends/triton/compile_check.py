@@ -12,7 +12,6 @@ import time
 from typing import Any, Dict, Optional
 
 from .cache import KernelCache, default_cache
-from .codegen_common import uses_pdl
 from .codegen_pointwise import KernelSource
 from .kernel_desc import KernelDesc
 from .layout import Layout
@@ -20,10 +19,6 @@ from .layout import Layout
 _PTR = {"float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32", "float64": "*fp64",
         "int8": "*i8", "int16": "*i16", "int32": "*i32", "int64": "*i64", "uint8": "*u8",
         "bool": "*i1"}
-
-
-def _options(num_warps: int, source: KernelSource) -> Dict[str, Any]:
-    return {"num_warps": num_warps, "launch_pdl": uses_pdl(source.text)}
 
 
 def signature_of(desc: KernelDesc, source: KernelSource, layout: Layout) -> Dict[str, str]:
@@ -53,8 +48,7 @@ def compile_for_hopper(desc: KernelDesc, source: KernelSource, layout: Layout,
     # the cache keeps the canonical form (renamed parameters): same order, new names
     signature = dict(zip(fn.arg_names, signature_of(desc, source, layout).values()))
     src = ASTSource(fn, signature, constexprs=dict(constexprs))
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                              options=_options(num_warps, source))
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
     return {"ptx": compiled.asm.get("ptx", ""), "cubin_bytes": len(compiled.asm.get("cubin", b"")),
             "cubin": compiled.asm.get("cubin", b""), "seconds": time.perf_counter() - start}
 
@@ -97,6 +91,6 @@ def check_indexed(plan: Any, in_meta) -> Dict[str, Any]:
     start = time.perf_counter()
     src = ASTSource(fn, dict(zip(fn.arg_names, types)),
                     constexprs={name: 1024 for name in source.constexprs})
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=_options(4, source))
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
     return {"ptx": compiled.asm.get("ptx", ""), "cubin_bytes": len(compiled.asm.get("cubin", b"")),
             "seconds": time.perf_counter() - start}

@@ -16,7 +16,6 @@ import time
 from typing import Any, Dict, List, Sequence, Tuple
 
 from . import prewarm
-from .codegen_common import uses_pdl
 from .codegen_pointwise import KernelSource
 from .layout import Layout
 
@@ -66,8 +65,6 @@ class SpecializedLaunch:
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
         self.constexpr_values = [constexprs[name] for name in source.constexprs]
         self.options = dict(constexprs, num_warps=num_warps)
-        if uses_pdl(source.text):
-            self.options["launch_pdl"] = True
         self._fast = None
         self._state = "new"  # new -> (trial -> fast) | jit
 
