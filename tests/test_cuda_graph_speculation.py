@@ -132,3 +132,24 @@ def test_training_steps_update_batch_norm_statistics_once_per_step(monkeypatch):
     torch.testing.assert_close(model.norm.running_mean, reference.norm.running_mean)
     torch.testing.assert_close(model.norm.running_var, reference.norm.running_var)
     torch.testing.assert_close(model.lin.weight.grad, reference.lin.weight.grad)
+
+
+@torch.no_grad()
+def test_a_runner_whose_launch_was_dropped_stops_launching_ahead(monkeypatch):
+    """Two states taking turns (one specialization each): without the rule every call would
+    replay the other state's graph first and drop it, twice the GPU work."""
+    model, x = Scaled(), torch.randn(4, 8)
+    compiled, spec, runner = _steady(monkeypatch, model, x)
+    for scale in (3.0, 2.0, 3.0, 2.0, 3.0, 2.0):
+        model.scale = scale
+        assert torch.allclose(compiled(x), model(x))
+    specs = list(compiled.specializations.values()) + [
+        p for parked in compiled._parked.values() for p in parked]  # the other state's
+    runners = [getattr(s.runner, "_lowered", s.runner) for s in specs]
+    assert len(runners) == 2 and all("graph" in r.cuda_graphs for r in runners)
+    before = Replays.count
+    for scale in (3.0, 2.0, 3.0, 2.0):
+        model.scale = scale
+        assert torch.allclose(compiled(x), model(x))
+    assert Replays.count - before == 4  # one replay per call: none launched and dropped
+    assert not any(r.speculative for r in runners)

@@ -51,7 +51,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .cuda_graph_capture import capture_failure, copy_into, private_copy, stayed, where
 from .cuda_graph_ops import TorchGraphs
-from .output_tree import flatten as _flatten, rebuild as _rebuild
+from .output_tree import AS_IS as _AS_IS, ALIAS as _ALIAS, flatten as _flatten, \
+    handout as _handout, rebuild as _rebuild
 from .cuda_graph_policy import (COPY_BYTES_PER_LAUNCH, HOST_FUNCTIONS, HOST_METHODS,  # noqa: F401
                                  ON, decide, is_cuda_tensor, launches,
                                  replay_writes_only_its_buffers, written_constants)
@@ -128,6 +129,7 @@ class CudaGraphRunner:
         self._launches = launches(fn)
         #: a replay may run before the caller's state checks (:meth:`launch`)
         self.speculative = not forced and replay_writes_only_its_buffers(fn)
+        self._pending = False  # a launched replay not collected yet
 
     @property
     def cuda_graphs(self) -> str:
@@ -140,6 +142,8 @@ class CudaGraphRunner:
         return getattr(self.fn, name)
 
     def __call__(self, *args: Any) -> Any:
+        if self._pending:  # a launch whose checks failed, and the general path came back here
+            self._pending = self.speculative = False
         if self._graph is None:
             if self.state == "warm-up":
                 return self._first(args)
@@ -167,16 +171,24 @@ class CudaGraphRunner:
         call's host time) while the GPU runs; :meth:`collect` hands out the results. A
         state check that fails after a launch drops the replay's results: it wrote only
         into the graph's own buffers, which no caller holds (:attr:`speculative` says so for
-        this program), and the call takes the general path."""
+        this program), and the call takes the general path. A runner whose launch was
+        dropped once launches no more ahead of the checks: a program whose state keeps
+        changing (two specializations taking turns) would replay twice per call."""
+        if self._pending:  # the last launch was never collected: its checks failed
+            self._pending = self.speculative = False
         if self._graph is None or not self.speculative or self._prepare(args) is not None:
             return False
         self.ops.replay(self._graph)
         self.replays += 1
+        self._pending = True
         return True
 
     def collect(self, launched: bool, *args: Any) -> Any:
         """The results of the replay :meth:`launch` made, or the whole call when it made none."""
-        return self._result() if launched else self(*args)
+        if launched:
+            self._pending = False
+            return self._result()
+        return self(*args)
 
     def _prepare(self, args: tuple) -> Optional[Tuple[str, Any]]:
         """Make the graph's buffers ready for a replay on ``args``: None when they are, else
@@ -376,20 +388,6 @@ class CudaGraphRunner:
         # an output returned twice is one tensor twice, as in eager
         leaves = [leaves[j] for j in self._same]
         return _rebuild(self._spec, iter(leaves))
-
-
-_AS_IS, _ALIAS, _COPY = range(3)
-
-
-def _handout(ops: Any, value: Any, copy: bool) -> int:
-    """How a replay hands out the graph's output ``value``: as is (not a tensor, or a tensor
-    taking part in autograd, where a detached alias would change it), a copy (an output the
-    caller kept last time), else a new tensor object on its memory."""
-    if not ops.is_tensor(value):
-        return _AS_IS
-    if copy:
-        return _COPY
-    return _AS_IS if value.requires_grad else _ALIAS
 
 
 def cuda_graph_program(fn: Callable[..., Any], example_inputs: Sequence[Any]) -> Callable[..., Any]:

@@ -1,4 +1,5 @@
-"""A program's result as leaves and a spec to rebuild it (tuples, lists and dicts)."""
+"""A program's result as leaves and a spec to rebuild it (tuples, lists and dicts), and how a
+CUDA-graph replay hands each leaf out."""
 
 from __future__ import annotations
 
@@ -25,3 +26,17 @@ def rebuild(spec: Any, leaves: Any) -> Any:
     if kind is dict:
         return dict(zip(keys, values))
     return tuple(values) if kind is tuple else list(values)
+
+
+AS_IS, ALIAS, COPY = range(3)
+
+
+def handout(ops: Any, value: Any, copy: bool) -> int:
+    """How a replay hands out the graph's output ``value``: as is (not a tensor, or a tensor
+    taking part in autograd, where a detached alias would change it), a copy (an output the
+    caller kept last time), else a new tensor object on its memory."""
+    if not ops.is_tensor(value):
+        return AS_IS
+    if copy:
+        return COPY
+    return AS_IS if value.requires_grad else ALIAS
