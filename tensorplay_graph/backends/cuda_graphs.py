@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import operator
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -81,6 +82,7 @@ def wrap(module: Any, example_inputs: Sequence[Any], option: Optional[bool] = No
 
 
 _SCALARS = (int, float, bool, complex, str, bytes, type(None))
+_call = getattr(operator, "call", lambda function: function())  # Python < 3.11
 
 
 class CudaGraphRunner:
@@ -364,14 +366,16 @@ class CudaGraphRunner:
     def _counts(self) -> List[Tuple[int, int]]:
         """Per watched output: the references to its tensor object (the runner's two plus
         the loop's) and to its storage; one expression for the baseline and every check."""
-        return [(sys.getrefcount(leaf), uses())
-                for leaf, uses in zip(self._watched, self._storage_counts)]
+        return list(zip(map(sys.getrefcount, self._watched), map(_call, self._storage_counts)))
 
     def _held_outputs(self) -> set:
         """Positions of the graph's output buffers that a tensor (or view) handed out by the
         last replay still references (outputs handed out as copies are not watched)."""
+        now = self._counts()
+        if now == self._baseline:  # every call of a loop that drops its results
+            return set()
         return {i for i, (refs, uses), (now_refs, now_uses)
-                in zip(self._watched_at, self._baseline, self._counts())
+                in zip(self._watched_at, self._baseline, now)
                 if now_refs > refs or now_uses > uses}
 
     def outputs_free(self) -> bool:
