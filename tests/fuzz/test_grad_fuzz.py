@@ -163,3 +163,14 @@ def test_tp_compile_merging_equal_comparing_scalars_is_a_frontend_skip():
     outcome = check_grad(program, "framework")
     assert outcome.status == "skip" and "scalars compare equal" in outcome.detail, outcome
     assert check_grad(program, "reference").status == "ok"
+
+
+@pytest.mark.parametrize("seed", [100730024, 100780424])
+def test_tp_compile_dropping_promoting_identities_is_a_frontend_skip(seed):
+    # ``x - -0.0`` / ``x - 0.0`` on a bool or int x: eager promotes to float32; tp.compile's
+    # graph drops the op as an identity (its default backend too), our entry keeps it.
+    pytest.importorskip("tensorplay")
+    program = generate_grad(seed, "tensorplay")
+    outcome = check_grad(program, "framework")
+    assert outcome.status == "skip" and "scalar identities" in outcome.detail, outcome
+    assert check_grad(program, "reference").status == "ok"
