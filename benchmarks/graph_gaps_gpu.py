@@ -28,7 +28,7 @@ import tensorplay_graph as tpg
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_modes import steady_ms  # noqa: E402
-from models_gpu import MODELS  # noqa: E402
+from models_gpu import load  # noqa: E402
 
 
 def trace_replays(graph, replays: int = 3):
@@ -121,11 +121,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for name in args.models:
-        torch.manual_seed(0)
-        model, inputs = MODELS[name]()
-        model = model.to("cuda", torch.bfloat16).eval()
-        inputs = tuple(a.to("cuda", torch.bfloat16) if a.is_floating_point() else a.to("cuda")
-                       for a in inputs)
+        model, inputs = load(name)
         with torch.no_grad():
             fn = tpg.compile(model)
             for _ in range(4):

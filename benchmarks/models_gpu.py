@@ -116,11 +116,17 @@ def entry_points(model):
     }
 
 
-def run_model(name, modes, results):
+def load(name):
+    """``(model, args)`` of ``MODELS[name]`` on CUDA in bf16, eval, seeded: what every GPU
+    benchmark of these models runs."""
     torch.manual_seed(0)
     model, args = MODELS[name]()
     model = model.to("cuda", BF).eval()
-    args = tuple(a.to("cuda", BF) if a.is_floating_point() else a.to("cuda") for a in args)
+    return model, tuple(a.to("cuda", BF) if a.is_floating_point() else a.to("cuda") for a in args)
+
+
+def run_model(name, modes, results):
+    model, args = load(name)
 
     def measure(fn, row):
         out, row["first_call_s"] = timed_call(

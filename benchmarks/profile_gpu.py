@@ -22,7 +22,7 @@ import tensorplay_graph as tpg
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from bench_modes import steady_ms  # noqa: E402
-from models_gpu import MODELS, first_tensor  # noqa: E402
+from models_gpu import first_tensor, load  # noqa: E402
 
 
 def main():
@@ -30,11 +30,7 @@ def main():
     mode = sys.argv[2] if len(sys.argv) > 2 else "ours"
     if sys.argv[3:4] == ["train"]:
         return profile_training(name, mode)
-    torch.manual_seed(0)
-    model, args = MODELS[name]()
-    model = model.to("cuda", torch.bfloat16).eval()
-    args = tuple(a.to("cuda", torch.bfloat16) if a.is_floating_point() else a.to("cuda")
-                 for a in args)
+    model, args = load(name)
     with torch.no_grad():
         if mode == "inductor":
             return profile_calls(name, mode, torch.compile(model), args)

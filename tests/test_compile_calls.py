@@ -34,6 +34,8 @@ def assert_same(got, want):
             assert_same(got[key], want[key])
     elif got is None or isinstance(got, (int, float, str)):
         assert got == want
+    elif not hasattr(got, "detach") and hasattr(got, "__dict__"):  # a plain object
+        assert_same(vars(got), vars(want))
     else:
         np.testing.assert_allclose(np_of(got), np_of(want), rtol=1e-5, atol=1e-6)
 

@@ -12,6 +12,8 @@ torch = pytest.importorskip("torch")
 import tensorplay_graph as tpg  # noqa: E402
 from tensorplay_graph.capture.structure import restore, restorer  # noqa: E402
 
+from test_compile_calls import assert_same  # noqa: E402
+
 Pair = collections.namedtuple("Pair", "a b")
 
 
@@ -36,33 +38,11 @@ def program(x, y):
             "pairs": [Pair(x, y)]}
 
 
-def _same(expected, got):
-    assert type(got) is type(expected)
-    if isinstance(expected, torch.Tensor):
-        assert torch.allclose(got, expected)
-    elif isinstance(expected, dict):
-        assert list(got) == list(expected)
-        for key in expected:
-            _same(expected[key], got[key])
-    elif isinstance(expected, (tuple, list)):
-        assert len(got) == len(expected)
-        for e, g in zip(expected, got):
-            _same(e, g)
-    elif dataclasses.is_dataclass(expected):
-        for field in dataclasses.fields(expected):
-            _same(getattr(expected, field.name), getattr(got, field.name))
-    elif isinstance(expected, Cache):
-        _same(expected.key, got.key)
-        assert got.tag == expected.tag
-    else:
-        assert got == expected
-
-
 def test_typed_outputs_as_eager_on_every_call():
     x, y = torch.randn(3), torch.randn(3)
     compiled = tpg.compile(program)
     for _ in range(4):  # capture, then the steady-state entry
-        _same(program(x, y), compiled(x, y))
+        assert_same(compiled(x, y), program(x, y))
     spec = next(iter(compiled.specializations.values()))
     assert spec.entry, "the steady-state entry serves this call structure"
     assert spec.output_spec is not None
@@ -74,5 +54,5 @@ def test_restorer_matches_restore_for_each_kind():
     compiled(x, y)
     spec = next(iter(compiled.specializations.values()))
     flat = spec.runner(x, y)
-    _same(restore(spec.output_spec, flat), restorer(spec.output_spec)(flat))
+    assert_same(restorer(spec.output_spec)(flat), restore(spec.output_spec, flat))
     assert restorer(None)(flat) is flat

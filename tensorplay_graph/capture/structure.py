@@ -213,9 +213,13 @@ def output_spec(value: Any) -> Any:
         return ("dict", children) if any(c is not None for c in children.values()) else None
     traced = _traced_attributes(value)
     if traced:
-        kept = {k: v for k, v in vars(value).items() if k not in traced}
+        # every attribute in its order (vars() shows it); the traced ones come from the graph
+        kept = {k: _TRACED if k in traced else v for k, v in vars(value).items()}
         return ("object", type(value), kept, {k: output_spec(vars(value)[k]) for k in traced})
     return None
+
+
+_TRACED = object()  # an attribute of an "object" spec whose value the graph returns
 
 
 def restore(spec: Any, value: Any) -> Any:
@@ -236,8 +240,8 @@ def restore(spec: Any, value: Any) -> Any:
     if kind == "object":
         _, cls, kept, children = spec
         obj = cls.__new__(cls)
-        vars(obj).update(kept)
-        vars(obj).update({k: restore(s, value[k]) for k, s in children.items()})
+        vars(obj).update({k: restore(children[k], value[k]) if v is _TRACED else v
+                          for k, v in kept.items()})
         return obj
     return {k: restore(s, value[k]) for k, s in spec[1].items()}
 
@@ -270,14 +274,11 @@ def restorer(spec: Any) -> Callable[[Any], Any]:
         return dataclass_value
     if kind == "object":
         _, cls, kept, children = spec
-        traced = [(k, restorer(c)) for k, c in children.items()]
+        attrs = [(k, restorer(children[k]) if v is _TRACED else None, v) for k, v in kept.items()]
 
         def object_value(value: Any) -> Any:
             obj = cls.__new__(cls)
-            state = vars(obj)
-            state.update(kept)
-            for name, f in traced:
-                state[name] = f(value[name])
+            vars(obj).update({k: v if f is None else f(value[k]) for k, f, v in attrs})
             return obj
         return object_value
     entries = [(k, restorer(c)) for k, c in (spec[2] if kind == "mapping" else spec[1]).items()]
