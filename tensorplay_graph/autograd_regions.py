@@ -147,7 +147,7 @@ class GraphRunner:
 
     def collect(self, launched: bool, *args: Any) -> Any:
         """The results of :meth:`launch`'s replay, or the whole call when it made none."""
-        return self._lowered.collect(True) if launched else self(*args)
+        return self._lowered.collect(True, *args) if launched else self(*args)
 
     def __call__(self, *args: Any) -> Any:
         if self.uses_eager_autograd(args):

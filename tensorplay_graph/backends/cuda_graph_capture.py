@@ -16,7 +16,7 @@ import re
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
-__all__ = ["private_copy", "copy_into", "capture_failure", "where", "stayed"]
+__all__ = ["private_copy", "copy_into", "capture_failure", "where", "stayed", "ConstantAddresses"]
 
 
 def _extent(tensor: Any) -> int:
@@ -63,6 +63,25 @@ def stayed(tensor: Any, place: Optional[Tuple[int, Any]]) -> bool:
     (:func:`where`): a new tensor the allocator put where a freed one was has moved."""
     return place is not None and place[0] == tensor.data_ptr() and \
         place[1]() is tensor.untyped_storage()
+
+
+class ConstantAddresses:
+    """Where the program's constants (parameters, buffers) were when the graph was captured:
+    a graph reads them at those addresses. ``p.data = other`` keeps the parameter object (the
+    program's guards still hold) but moves its memory, and a replay would read the old one."""
+
+    __slots__ = ("tensors", "pointers")
+
+    def __init__(self, module: Any) -> None:
+        from ..autograd_regions import graph_constants
+        self.tensors = tuple(graph_constants(module)) if hasattr(module, "graph") else ()
+        self.pointers = self._now()
+
+    def _now(self) -> tuple:
+        return tuple(t.data_ptr() for t in self.tensors)
+
+    def moved(self) -> bool:
+        return bool(self.tensors) and self._now() != self.pointers
 
 
 _NODE_NOTE = re.compile(r"while running node (\S+)")

@@ -9,17 +9,15 @@ CPU tensors, no write into a graph input (replays may read a private copy of it)
 the default -- no random op and no custom op running arbitrary host code.
 
 :class:`CudaGraphRunner` then runs the program: call 1 as is (kernels compile, lazy state
-settles), call 2 captures it and replays, later calls replay. Inputs whose storage is the same
-on calls 1 and 2 (parameters, a reused buffer) are read in place -- the same storage object, not
-only the same address: a fresh tensor the allocator put where a freed one was (autograd's
-incoming gradient) moves on a later call, and is copied in from the start; when some moved, call 2 is
-one more warm-up and call 3 captures (a backward's inputs are the forward graph's buffers only
-from the forward's capture on); inputs that moved again are copied into
-private buffers before each replay -- unless, under the default, those copies would cost more
-than the launches a replay saves (``COPY_BYTES_PER_LAUNCH``: a one-kernel program over a fresh
-268 MB tensor each call), which turns graphs off for the program; call-time caches the
-program reads (a channels_last conv weight, a padded linear weight: ``refresh_for_replay``)
-are brought up to date before each replay, after the inputs are copied in.
+settles), call 2 captures it and replays, later calls replay. Inputs whose storage (the same
+storage object, not only the address) is the same on calls 1 and 2 are read in place; when some
+moved, call 2 is one more warm-up and call 3 captures (a backward's inputs are the forward
+graph's buffers only from the forward's capture on); inputs that moved again are copied into
+private buffers before each replay -- unless those copies would cost more than the launches a
+replay saves (``COPY_BYTES_PER_LAUNCH``), which turns graphs off under the default. Call-time
+caches (a channels_last conv weight, a padded linear weight: ``refresh_for_replay``) are brought
+up to date before each replay; a constant moved to new memory (``p.data = other``) captures
+again. A steady call may launch the replay before its program-state checks (:meth:`launch`).
 
 Outputs behave like eager outputs: a caller still holding one of the previous call's outputs
 (the tensor or a view of it) never sees it overwritten: the buffers it holds are left to it,
@@ -50,7 +48,8 @@ import operator
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .cuda_graph_capture import capture_failure, copy_into, private_copy, stayed, where
+from .cuda_graph_capture import (ConstantAddresses, capture_failure, copy_into, private_copy,
+                                 stayed, where)
 from .cuda_graph_ops import TorchGraphs
 from .output_tree import AS_IS as _AS_IS, ALIAS as _ALIAS, flatten as _flatten, \
     handout as _handout, rebuild as _rebuild
@@ -132,6 +131,7 @@ class CudaGraphRunner:
         #: a replay may run before the caller's state checks (:meth:`launch`)
         self.speculative = not forced and replay_writes_only_its_buffers(fn)
         self._pending = False  # a launched replay not collected yet
+        self._constants: Any = None  # ConstantAddresses of the captured graph
 
     @property
     def cuda_graphs(self) -> str:
@@ -167,18 +167,15 @@ class CudaGraphRunner:
 
     # -- a replay launched before the caller's state checks ------------------------------
     def launch(self, *args: Any) -> bool:
-        """Replay the graph for ``args`` if this call needs nothing but a replay, and say
-        whether it did. The generated entry (``fast_call``) checks the arguments, launches,
-        then checks the program's state (module attributes, parameters, globals: most of a
-        call's host time) while the GPU runs; :meth:`collect` hands out the results. A
-        state check that fails after a launch drops the replay's results: it wrote only
-        into the graph's own buffers, which no caller holds (:attr:`speculative` says so for
-        this program), and the call takes the general path. A runner whose launch was
-        dropped once launches no more ahead of the checks: a program whose state keeps
-        changing (two specializations taking turns) would replay twice per call."""
+        """Replay the graph for ``args`` if the call needs nothing else; say whether it did.
+        ``fast_call``'s entry checks the arguments, launches, checks the program's state while
+        the GPU runs, then calls :meth:`collect`. A failed state check drops the replay: it wrote
+        only the graph's own buffers, which no caller holds (:attr:`speculative`). A runner
+        whose launch was dropped once stops launching early (two states taking turns)."""
         if self._pending:  # the last launch was never collected: its checks failed
             self._pending = self.speculative = False
-        if self._graph is None or not self.speculative or self._prepare(args) is not None:
+        if self._graph is None or not self.speculative or \
+                self._prepare(args, constants=False) is not None:
             return False
         self.ops.replay(self._graph)
         self.replays += 1
@@ -189,12 +186,17 @@ class CudaGraphRunner:
         """The results of the replay :meth:`launch` made, or the whole call when it made none."""
         if launched:
             self._pending = False
-            return self._result()
+            if not self._constants.moved():
+                return self._result()
+            return self._divert(args, "constant", None)  # that replay read the old memory
         return self(*args)
 
-    def _prepare(self, args: tuple) -> Optional[Tuple[str, Any]]:
-        """Make the graph's buffers ready for a replay on ``args``: None when they are, else
-        why another step must run first (``(kind, detail)``, for :meth:`_divert`)."""
+    def _prepare(self, args: tuple, constants: bool = True) -> Optional[Tuple[str, Any]]:
+        """Make the graph's buffers ready for a replay on ``args``: None, or why another step
+        must run first (``(kind, detail)``: :meth:`_divert`). An early launch checks the
+        constants' memory in :meth:`collect` instead, off the critical path."""
+        if constants and self._constants.moved():
+            return "constant", None
         for slot, ptr in self._static:
             if args[slot].data_ptr() != ptr:
                 return "moved", slot
@@ -218,9 +220,8 @@ class CudaGraphRunner:
         if kind == "moved":
             return self._recapture(args, f"input {detail} moved to new storage")
         if kind == "held":
-            # The caller owns those output buffers now: a new graph (new buffers) from here
-            # on, which hands out copies of the outputs the caller keeps (a training loop's
-            # ``loss`` from the last step) and its own buffers for the rest.
+            # The caller owns those buffers now: a new graph (new buffers) that hands out
+            # copies of the outputs the caller keeps (a loop's ``loss``), its buffers for the rest
             self._copy_out |= detail
             self._drop_graph()
             hints.info("cuda graphs: the caller still holds %d of the previous call's outputs; "
@@ -230,7 +231,8 @@ class CudaGraphRunner:
             return self._capture(args, [slot for slot, _ in self._private])
         if kind == "pool":
             return self._leave_pool(args)
-        return self._recapture(args, "a cached weight's parameter was replaced")
+        return self._recapture(args, "a parameter or buffer moved to new memory" if kind ==
+                               "constant" else "a cached weight's parameter was replaced")
 
     # -- steps ---------------------------------------------------------------------------
     def _moved(self, args: tuple) -> bool:
@@ -291,6 +293,7 @@ class CudaGraphRunner:
             return self._off(args, "an output aliases an input (a replay could not return "
                                    "a view of the caller's new tensor)")
         self._graph, self._static, self._private = graph, static, private
+        self._constants = ConstantAddresses(self.fn)
         # The runner keeps aliases of the outputs and hands out fresh ones per replay: a
         # handed-out tensor nobody else references can be taken over as is (autograd puts
         # such a gradient into ``.grad`` without the copy it makes of a shared one); the
@@ -392,9 +395,3 @@ class CudaGraphRunner:
         # an output returned twice is one tensor twice, as in eager
         leaves = [leaves[j] for j in self._same]
         return _rebuild(self._spec, iter(leaves))
-
-
-def cuda_graph_program(fn: Callable[..., Any], example_inputs: Sequence[Any]) -> Callable[..., Any]:
-    """``fn`` replayed through a :class:`CudaGraphRunner` whatever :func:`decide`'s soft limits
-    say (the old ``options={"cuda_graphs": True}`` entry point)."""
-    return wrap(fn, example_inputs, option=True)

@@ -10,9 +10,10 @@ into each specialization's entry; :func:`guard_fails` describes the first one br
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, List, Optional, Tuple
 
-from ..frameworks import adapter_for, is_tensor, loaded
+from ..frameworks import adapter_for, framework_of, is_tensor, loaded
 from .proxy import MISSING, GraphBreakError
 from .structure import SCALARS as _SCALARS
 
@@ -124,6 +125,36 @@ class ValueGuard:
 
     def __init__(self, read: Callable[[], Any], what: str) -> None:
         self.read, self.expected, self.what = read, read(), what
+
+
+def tensor_layouts(guards: List[Guard]) -> List[Guard]:
+    """A guard on the dtype, device, shape and strides of every tensor the other guards hold
+    by identity (parameters, buffers, tensors in globals): ``model.half()``, ``model.to()``
+    and ``p.data = other`` keep each parameter object, and a graph planned for the old dtype
+    or shape must not run on the new one. One native check for torch (Dynamo's
+    ``TensorGuards``, as for the arguments), else the layouts compared as tuples."""
+    tensors, seen = [], set()
+    for _, key, expected in guards:
+        if isinstance(key, (str, int)) or key is None:
+            if is_tensor(expected) and id(expected) not in seen:
+                seen.add(id(expected))
+                tensors.append(expected)
+    if not tensors:
+        return []
+    frameworks = {framework_of(t) for t in tensors}
+    checker = adapter_for(frameworks.pop()).tensor_guards() if len(frameworks) == 1 else None
+    if checker is not None:
+        check = checker(*tensors, dynamic_dims_sizes=None, dynamic_dims_strides=None).check
+        read = functools.partial(check, *tensors)
+    else:
+        read = functools.partial(_layouts, tuple(tensors))
+    return [(ValueGuard(read, "the dtype, device, shape or strides of a parameter, buffer or "
+                              "tensor the program reads from its state"), VALUE, None)]
+
+
+def _layouts(tensors: Tuple[Any, ...]) -> tuple:
+    # TensorPlay's getters cost 0.1-0.2 us each: what a planned graph depends on, no more
+    return tuple((t.dtype, t.device, t.shape, t.stride()) for t in tensors)
 
 
 def unique(guards: List[Guard]) -> List[Guard]:

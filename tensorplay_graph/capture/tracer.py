@@ -34,7 +34,7 @@ from .object_state import ObjectState, argument_roots, global_roots
 from .naming import attribute_qualname
 from .proxy import MISSING, GraphBreakError, Proxy, made_tensor_write, run_program
 from .randomness import NOT_RANDOM, example_without_drawing
-from .guards import check_root_hooks, unique
+from .guards import check_root_hooks, tensor_layouts, unique
 from .state import ProgramState, is_module
 from .state_writes import StateWrites
 from .trace_scope import abandon, enter_scope
@@ -366,6 +366,7 @@ class Tracer:
         self.guards = unique(self.guards + state.late_guards(self._framework)
                              + objects.scalar_guards() + grad_reads.guards()
                              + [autocast_guards[f] for f in [self._framework] if f in autocast_guards])
+        self.guards += tensor_layouts(self.guards)
         try:
             check_no_escape(function, root, result)
         except GraphBreakError:

@@ -7,7 +7,7 @@ package itself imports no framework until a kernel is compiled or run.
 from __future__ import annotations
 
 from .backend import TritonBackend, compile_triton_op
-from .launcher import CudaGraphRunner
+from ..cuda_graphs import CudaGraphRunner
 
 __all__ = ["TritonBackend", "CudaGraphRunner", "compile_triton_op", "BACKEND"]
 

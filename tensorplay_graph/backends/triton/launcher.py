@@ -131,7 +131,3 @@ def _make_fast_path(compiled: Any, grid: Tuple[int, int, int], constexpr_values:
         run(g0, g1, g2, stream, function, packed, meta, enter, hooks.launch_exit_hook, *args, *tail)
 
     return fast
-
-
-# CUDA-graph replay moved to ``backends.cuda_graphs`` (shared by every backend).
-from ..cuda_graphs import CudaGraphRunner, cuda_graph_program  # noqa: E402,F401
