@@ -136,6 +136,12 @@ class GraphRunner:
             return self.eager
         return self.no_grad if self._args_need_grad is False and not self._has_constants else self
 
+    @property
+    def speculative(self) -> bool:
+        """Whether the lowered program is a CUDA-graph replay that may run ahead of the
+        caller's state checks (:meth:`launch`)."""
+        return bool(getattr(self._lowered, "speculative", False))
+
     def launch(self, *args: Any) -> bool:
         """Launch the lowered program's CUDA-graph replay for ``args`` ahead of the caller's
         state checks when nothing but a replay is needed (see ``CudaGraphRunner.launch``)."""

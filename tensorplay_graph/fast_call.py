@@ -226,7 +226,7 @@ def build_entry(spec: Any, args: tuple, kwargs: Dict[str, Any], key: tuple,
     call_args = ", ".join(w.leaves if spec.flat else names)
     # A CUDA-graph runner replays as soon as the arguments match; the program-state checks
     # below then run while the GPU works (a failed one drops the replay: ``launch``).
-    launch = getattr(run, "launch", None) if getattr(run, "collect", None) else None
+    launch = getattr(run, "launch", None) if getattr(run, "speculative", False) else None
     if launch is not None:
         w.lines.append(f"    launched = {w.const(launch, 'launch')}({call_args})")
     module_guards = [g for g in spec.guards if isinstance(g[1], AttrKeys)]

@@ -153,3 +153,13 @@ def test_a_runner_whose_launch_was_dropped_stops_launching_ahead(monkeypatch):
         assert torch.allclose(compiled(x), model(x))
     assert Replays.count - before == 4  # one replay per call: none launched and dropped
     assert not any(r.speculative for r in runners)
+
+
+@torch.no_grad()
+def test_no_launch_step_in_an_entry_without_a_graph():
+    model, x = Scaled(), torch.randn(4, 8)
+    compiled = tpg.compile(model, options={"backends": ["reference"]})  # CPU: no CUDA graph
+    for _ in range(4):
+        assert torch.allclose(compiled(x), model(x))
+    spec = next(iter(compiled.specializations.values()))
+    assert spec.entry and "launch" not in spec.entry.source
