@@ -41,19 +41,19 @@ def _grad_mode_of(values: Iterable[Any]) -> Callable[[], bool]:
 
 def graph_constants(gm: Any) -> list:
     """Tensors a GraphModule reads through ``get_attr`` (parameters, buffers, constants)."""
-    found = []
-    for node in gm.graph.nodes:
-        if node.op != "get_attr":
-            continue
-        value = gm
-        try:
-            for part in str(node.target).split("."):
-                value = getattr(value, part)
-        except AttributeError:
-            continue
-        if is_tensor(value):
-            found.append(value)
-    return found
+    found = [constant_at(gm, node.target) for node in gm.graph.nodes if node.op == "get_attr"]
+    return [value for value in found if is_tensor(value)]
+
+
+def constant_at(gm: Any, target: Any) -> Any:
+    """The value at a ``get_attr`` target (``"layer.weight"``) of ``gm``, or None."""
+    value = gm
+    try:
+        for part in str(target).split("."):
+            value = getattr(value, part)
+    except AttributeError:
+        return None
+    return value
 
 
 def _metas_unknown(gm: Any, args: tuple) -> bool:

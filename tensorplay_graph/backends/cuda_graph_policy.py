@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 from typing import Any, List, Optional, Sequence, Tuple
 
-from ..frameworks import adapter_for
+from ..frameworks import adapter_for, is_parameter
 
 ON = "on: static shapes, every tensor on CUDA, no host syncs or host-side ops"
 #: A replay saves the CPU cost of the launches it replaces -- about 5 us each (a one-kernel
@@ -182,6 +182,7 @@ def written_constants(module: Any) -> List[Any]:
     """The constants (buffers: batch norm's running statistics) ``module`` writes in place.
     A capture runs the program once more before recording it; their values from before that
     run are put back, so that each call applies the program's writes once, as eager does."""
+    from ..autograd_regions import constant_at
     from ..ir.effects import mutated_nodes, prim_effect
     graph = getattr(module, "graph", None)
     targets, maybe = set(), set()
@@ -191,19 +192,6 @@ def written_constants(module: Any) -> List[Any]:
         targets.update(w.target for w in mutated_nodes(node) if w.op == "get_attr")
         if prim_effect(node) == "side_effect":  # batch_norm(training=True): its buffers
             maybe.update(a.target for a in node.all_input_nodes if a.op == "get_attr")
-    found = []
-    for target in sorted(targets | maybe):
-        value = module
-        try:
-            for part in str(target).split("."):
-                value = getattr(value, part)
-        except AttributeError:
-            continue
-        if not hasattr(value, "copy_") or (target not in targets and _is_parameter(value)):
-            continue
-        found.append(value)
-    return found
-
-
-def _is_parameter(value: Any) -> bool:
-    return any(cls.__name__ == "Parameter" for cls in type(value).__mro__)
+    found = [(target, constant_at(module, target)) for target in sorted(targets | maybe)]
+    return [value for target, value in found if hasattr(value, "copy_")
+            and (target in targets or not is_parameter(value))]

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import operator
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -81,7 +80,6 @@ def wrap(module: Any, example_inputs: Sequence[Any], option: Optional[bool] = No
 
 
 _SCALARS = (int, float, bool, complex, str, bytes, type(None))
-_call = getattr(operator, "call", lambda function: function())  # Python < 3.11
 
 
 class CudaGraphRunner:
@@ -369,7 +367,8 @@ class CudaGraphRunner:
     def _counts(self) -> List[Tuple[int, int]]:
         """Per watched output: the references to its tensor object (the runner's two plus
         the loop's) and to its storage; one expression for the baseline and every check."""
-        return list(zip(map(sys.getrefcount, self._watched), map(_call, self._storage_counts)))
+        return list(zip(map(sys.getrefcount, self._watched),
+                        [uses() for uses in self._storage_counts]))
 
     def _held_outputs(self) -> set:
         """Positions of the graph's output buffers that a tensor (or view) handed out by the

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Tuple
 
-from ..frameworks import is_tensor
+from ..frameworks import is_parameter, is_tensor
 from .object_state import ObjectStateError
 
 
@@ -26,7 +26,7 @@ class StateWrites:
     def holds(self, tensor: Any, attrs: Dict[str, Any]) -> bool:
         """Whether a real ``tensor`` is a parameter or shares memory with a value of
         ``attrs`` (asked before a write that reaches no proxy: rare)."""
-        if getattr(tensor, "_is_param", False) or type(tensor).__name__ == "Parameter":
+        if is_parameter(tensor):
             return True
         storage = _storage_of(tensor)
         if storage is None:

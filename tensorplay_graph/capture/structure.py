@@ -223,27 +223,9 @@ _TRACED = object()  # an attribute of an "object" spec whose value the graph ret
 
 
 def restore(spec: Any, value: Any) -> Any:
-    """Rebuild the typed output from the graph's plain output (see :func:`output_spec`)."""
-    if spec is None:
-        return value
-    kind = spec[0]
-    if kind == "namedtuple":
-        return spec[1](*[restore(s, v) for s, v in zip(spec[2], value)])
-    if kind in ("tuple", "list"):
-        items = [restore(s, v) for s, v in zip(spec[1], value)]
-        return items if kind == "list" else tuple(items)
-    if kind == "dataclass":
-        _, cls, names, children = spec
-        return _rebuild_dataclass(cls, {n: restore(s, value[n]) for n, s in zip(names, children)})
-    if kind == "mapping":
-        return spec[1]({k: restore(s, value[k]) for k, s in spec[2].items()})
-    if kind == "object":
-        _, cls, kept, children = spec
-        obj = cls.__new__(cls)
-        vars(obj).update({k: restore(children[k], value[k]) if v is _TRACED else v
-                          for k, v in kept.items()})
-        return obj
-    return {k: restore(s, value[k]) for k, s in spec[1].items()}
+    """Rebuild the typed output from the graph's plain output (see :func:`output_spec`);
+    a compiled program resolves the spec once (:func:`restorer`)."""
+    return restorer(spec)(value)
 
 
 def restorer(spec: Any) -> Callable[[Any], Any]:

@@ -21,7 +21,7 @@ from ..ir.meta import TensorMeta
 from .base import FrameworkAdapter
 
 __all__ = ["FrameworkAdapter", "adapter_for", "registered", "loaded", "framework_of",
-           "is_tensor", "dtype_name", "device_type", "tensor_meta", "private_copy"]
+           "is_tensor", "is_parameter", "dtype_name", "device_type", "tensor_meta", "private_copy"]
 
 #: framework name -> its adapter, filled once from this package's modules (by name order).
 _ADAPTERS: Dict[str, FrameworkAdapter] = {}
@@ -97,6 +97,13 @@ def _framework_of_type(value: Any) -> Optional[str]:
 def is_tensor(value: Any) -> bool:
     """True for a TensorPlay or torch tensor."""
     return framework_of(value) is not None
+
+
+def is_parameter(value: Any) -> bool:
+    """True for a module parameter of either library (``nn.Parameter`` or a subclass;
+    TensorPlay also marks them ``_is_param``)."""
+    return bool(getattr(value, "_is_param", False)) or \
+        any(cls.__name__ == "Parameter" for cls in type(value).__mro__)
 
 
 #: (type, dtype or device) -> its string: asked once per captured node. Keyed by type too:
