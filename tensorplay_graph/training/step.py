@@ -216,6 +216,9 @@ class CompiledTraining:
         self.reaches = _reaches(joint)
         self._params = [attr_reader(captured, name) for name in joint.params]
         self._saved_layout: Optional[List[bool]] = None
+        #: TensorPlay's apply may have stopped recording for the process (F27): checked until
+        #: one call records (the state is settled by the process's first apply, for good)
+        self._unverified = joint.framework == "tensorplay" and bool(self.differentiable)
 
     def saved_layout(self, saved: Sequence[Any]) -> List[bool]:
         """Which saved values are tensors: fixed by the program, found on its first call."""
@@ -279,6 +282,10 @@ class CompiledTraining:
         outs = self._function.apply(self, *args, *params)
         if not isinstance(outs, (tuple, list)):
             outs = (outs,)
+        if self._unverified:
+            from ..frameworks.tensorplay import check_recorded
+            check_recorded([outs[i] for i in self.differentiable], "compiled training call")
+            self._unverified = False
         if self._fixed and not self.marks_outputs:
             outs = [o.detach() if i in self._fixed and is_tensor(o) else o
                     for i, o in enumerate(outs)]

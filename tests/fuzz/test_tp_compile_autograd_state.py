@@ -1,8 +1,11 @@
-"""Open defect (tests/models/FINDINGS.md F27): after one gradient check of fuzz seed 100830000
-through ``tp.compile(backend="tensorplay_graph")``, TensorPlay's ``autograd.Function`` stops
-recording in that process (its outputs no longer require grad), so later compiled TensorPlay
-training programs -- and a plain ``autograd.Function`` -- lose their gradients. TensorPlay's
-default backend leaves no such state. Kept as a strict xfail until fixed: it must fail today."""
+"""F27 (tests/models/FINDINGS.md): TensorPlay 1.0.0's ``autograd.Function.apply`` stops
+recording for the whole process when the first Function it ever applies is given a tensor
+subclass (an ``nn.Parameter``). Our compiled training applies its Function to a module's
+parameters, so a process whose first training call was compiled lost every later gradient,
+eager ones too. The TensorPlay adapter primes ``apply`` with a plain tensor first, and a
+process that was already broken gets an error instead of a result without gradients.
+
+Each case runs in a fresh process: the state is settled by the process's first apply."""
 
 import os
 import subprocess
@@ -15,12 +18,10 @@ pytest.importorskip("tensorplay")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-SCRIPT = textwrap.dedent(f"""
+PRELUDE = textwrap.dedent(f"""
     import sys
     sys.path[:0] = [{HERE!r}, {os.path.dirname(HERE)!r}]
-    import tensorplay as tp, tensorplay_graph
-    from grad_gen import generate_grad
-    from grad_check import check_grad
+    import tensorplay as tp
 
     class Neg(tp.autograd.Function):
         @staticmethod
@@ -31,18 +32,83 @@ SCRIPT = textwrap.dedent(f"""
         def backward(ctx, g):
             return -g
 
-    outcome = check_grad(generate_grad(100830000, "tensorplay"), "framework")
-    x = tp.randn(3)
-    x.requires_grad_(True)
-    print(outcome.status, Neg.apply(x).requires_grad)
+    def records():
+        x = tp.randn(3)
+        x.requires_grad_(True)
+        return Neg.apply(x).requires_grad
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="F27: TensorPlay autograd state left by a tp.compile "
-                                       "training call through our backend (open)")
-def test_tp_compile_training_call_leaves_tensorplay_autograd_recording():
-    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                          timeout=300)
+def run(body: str) -> list:
+    done = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body)],
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    status, records = done.stdout.split()[-2:]
-    assert records == "True" and status == "ok", done.stdout
+    return done.stdout.split()
+
+
+def test_subclass_first_breaks_tensorplay_apply():
+    """The defect itself, in plain TensorPlay: if this starts passing, TensorPlay fixed it
+    and the priming can go."""
+    assert run("""
+        print(Neg.apply(tp.nn.Parameter(tp.randn(2))).requires_grad, records())
+    """) == ["False", "False"]
+
+
+def test_fuzz_seed_100830000_leaves_apply_recording():
+    """The program that found it: a module whose output is a view of its parameter,
+    trained through ``tp.compile(backend="tensorplay_graph")`` as the process's first apply."""
+    out = run("""
+        import tensorplay_graph
+        from grad_gen import generate_grad
+        from grad_check import check_grad
+        print(check_grad(generate_grad(100830000, "tensorplay"), "framework").status, records())
+    """)
+    assert out[-2:] == ["ok", "True"]
+
+
+def test_compiled_module_training_first_in_process():
+    """Gradients of a compiled module equal eager's when its call is the first apply."""
+    out = run("""
+        import numpy as np
+        import tensorplay_graph as tpg
+
+        class Net(tp.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = tp.nn.Parameter(tp.randn(3, 3))
+
+            def forward(self):  # the parameter is the apply's first tensor
+                return (self.w * 2.0).tanh().flatten()
+
+        net = Net()
+        compiled = tpg.compile(net, backend="reference")
+        cot = tp.randn(9)
+        (compiled() * cot).sum().backward()
+        got = net.w.grad.numpy().copy()
+        net.w.grad = None
+        (net() * cot).sum().backward()
+        print(np.allclose(got, net.w.grad.numpy(), rtol=1e-5, atol=1e-6), records())
+    """)
+    assert out == ["True", "True"]
+
+
+def test_already_broken_process_raises_instead_of_losing_gradients():
+    out = run("""
+        Neg.apply(tp.nn.Parameter(tp.randn(2)))  # the user's own first apply breaks it
+        import tensorplay_graph as tpg
+
+        class Net(tp.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = tp.nn.Parameter(tp.randn(3))
+
+            def forward(self, x):
+                return x * self.w
+
+        try:
+            tpg.compile(Net(), backend="reference")(tp.randn(3))
+            print("returned")
+        except RuntimeError as exc:
+            print("raised", "nn.Parameter" in str(exc) and "prime_function_apply" in str(exc))
+    """)
+    assert out == ["raised", "True"]
