@@ -163,3 +163,26 @@ def test_no_launch_step_in_an_entry_without_a_graph():
         assert torch.allclose(compiled(x), model(x))
     spec = next(iter(compiled.specializations.values()))
     assert spec.entry and "launch" not in spec.entry.source
+
+
+@torch.no_grad()
+def test_a_loop_keeping_its_result_launches_the_second_graph_early(monkeypatch):
+    model, x = Scaled(), torch.randn(4, 8)
+    compiled, spec, runner = _steady(monkeypatch, model, x)
+    out = compiled(x)
+    history, graphs = [], []
+    for step in range(12):
+        if step == 9:
+            model.scale = 3.0  # a state check fails after a launch of either graph
+        previous, value = out, out.clone()
+        x = torch.randn(4, 8)
+        before = Replays.count
+        out = compiled(x)  # the last result is alive during the call
+        history.append(Replays.count - before)
+        graphs.append(runner.cuda_graphs)
+        assert torch.allclose(out, model(x))
+        assert torch.equal(previous, value), "the kept result was overwritten"
+    # the second graph: a warm-up, one more (x moved since), captured on its third call;
+    # from then on the calls alternate between the graphs, each launched ahead of the checks
+    assert "a second graph" in graphs[8] and history[6:9] == [1, 1, 1]
+    assert runner.speculative and runner._twin.speculative

@@ -22,6 +22,8 @@ from tensorplay_graph.compiler import copy_graph_module, lower_graph  # noqa: E4
 
 
 def _tensors(value):
+    if isinstance(value, dict):
+        value = list(value.values())
     if isinstance(value, (tuple, list)):
         return [t for v in value for t in _tensors(v)]
     return [value] if isinstance(value, torch.Tensor) else []
@@ -208,8 +210,37 @@ def test_held_outputs_are_never_overwritten(hold):
         assert torch.equal(got[0], program(x2, w)[0])
         assert torch.equal(_tensors(held)[0], keep), "a held output was overwritten"
         del got
-    # only what the caller kept is copied from then on
-    assert run.state == f"graph, copying {2 if hold == 'structure' else 1} of 2 outputs"
+    # no copies: the calls while the caller keeps that result replay a second graph
+    assert run.state == "graph" and "a second graph" in run.cuda_graphs
+
+
+def test_a_loop_keeping_its_last_result_alternates_two_graphs_without_copies():
+    w, run = torch.randn(8), new_runner()
+    x = torch.randn(4, 8)
+    out, buffers = run(x, w), []
+    for _ in range(8):
+        previous = out[0].clone()
+        x.copy_(torch.randn(4, 8))
+        out = run(x, w)  # the last result is alive during the call
+        assert torch.equal(out[0], program(x, w)[0])
+        buffers.append(out[0].data_ptr())
+        del previous
+    assert run.state == "graph" and "a second graph" in run.cuda_graphs
+    assert len(set(buffers[-4:])) == 2 and buffers[-1] == buffers[-3] != buffers[-2]
+
+
+def test_results_of_both_graphs_kept_take_the_copy_path():
+    w, run = torch.randn(8), new_runner()
+    x = torch.randn(4, 8)
+    kept = [run(x, w) for _ in range(6)]  # every result kept
+    values = [k[0].clone() for k in kept]
+    for _ in range(3):
+        x.copy_(torch.randn(4, 8))
+        kept.append(run(x, w))
+        values.append(kept[-1][0].clone())
+        assert torch.equal(kept[-1][0], program(x, w)[0])
+    assert all(torch.equal(k[0], v) for k, v in zip(kept, values)), "a kept result changed"
+    assert run.state.startswith("graph, copying") and "a second graph" not in run.cuda_graphs
 
 
 def test_big_inputs_moving_every_call_turn_graphs_off_unless_forced():
@@ -292,7 +323,15 @@ def test_outputs_inside_dicts_are_watched_too():
     x.copy_(torch.randn(4, 8))  # same storage: read in place, so only the held output differs
     got = run(x, w)
     assert torch.equal(got["logits"], x * w) and torch.equal(held["logits"], keep)
-    assert run.state == "graph, copying 2 of 2 outputs" and got["extra"][0] is None
+    assert got["extra"][0] is None
+    kept = [(held, keep), (got, got["logits"].clone())]
+    for _ in range(3):  # every result kept: the second graph's too, so copies from then on
+        x.copy_(torch.randn(4, 8))
+        got = run(x, w)
+        assert torch.equal(got["logits"], x * w)
+        kept.append((got, got["logits"].clone()))
+    assert all(torch.equal(k["logits"], v) for k, v in kept), "a kept result changed"
+    assert run.state == "graph, copying 2 of 2 outputs"
 
 
 def test_unknown_output_containers_run_without_graphs():

@@ -108,7 +108,7 @@ def test_gradients_go_to_grad_without_a_copy(cpu_graphs, monkeypatch, hold):
         if hold:
             kept.append({n: p.grad for n, p in model.named_parameters()})
     backward = [r for r in runners if r.replays][-1]
-    buffers = {o.untyped_storage().data_ptr() for o in backward._outs if torch.is_tensor(o)}
+    buffers = {o.untyped_storage().data_ptr() for o in backward._outputs.values if torch.is_tensor(o)}
     in_buffers = [p.grad.untyped_storage().data_ptr() in buffers for p in model.parameters()]
     if hold:
         assert backward.state.startswith("graph, copying") and not any(in_buffers)

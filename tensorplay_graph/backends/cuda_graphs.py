@@ -20,9 +20,14 @@ up to date before each replay; a constant moved to new memory (``p.data = other`
 again. A steady call may launch the replay before its program-state checks (:meth:`launch`).
 
 Outputs behave like eager outputs: a caller still holding one of the previous call's outputs
-(the tensor or a view of it) never sees it overwritten: the buffers it holds are left to it,
-the program is captured again (new buffers) and from then on each call returns copies of the
-outputs the caller kept (a training loop's ``loss``), the graph's own buffers for the rest.
+(the tensor or a view of it) never sees it overwritten. The buffers it holds are left to it
+and the call replays a second recording of the program, in its own private pool (made on
+first need): ``out = model(x)`` in a loop alternates between the two graphs without a copy,
+as cudagraph trees' separate recordings would, at the price of a second graph's memory. A
+caller keeping results of both (every result, or a graph in a training step's shared pool)
+gets the copy path instead: the program is captured again (new buffers) and from then on each
+call returns copies of the outputs the caller kept (a training loop's ``loss``), the graph's
+own buffers for the rest.
 Those are returned as new tensor objects each call, so a caller can own one outright
 (autograd moves an unshared gradient into ``.grad`` uncopied). A reference held only from C++
 (a DLPack capsule) is not seen: keep a Python reference, or turn graphs off. The graph's
@@ -42,16 +47,13 @@ CUDA error (:mod:`.cuda_graph_capture`) in the WARNING and in ``explain()``.
 
 from __future__ import annotations
 
-import functools
 import logging
-import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .cuda_graph_capture import (ConstantAddresses, capture_failure, copy_into, private_copy,
                                  stayed, where)
 from .cuda_graph_ops import TorchGraphs
-from .output_tree import AS_IS as _AS_IS, ALIAS as _ALIAS, flatten as _flatten, \
-    handout as _handout, rebuild as _rebuild
+from .output_tree import GraphOutputs, flatten as _flatten
 from .cuda_graph_policy import (COPY_BYTES_PER_LAUNCH, HOST_FUNCTIONS, HOST_METHODS,  # noqa: F401
                                  ON, decide, is_cuda_tensor, launches,
                                  replay_writes_only_its_buffers, written_constants)
@@ -92,7 +94,7 @@ class CudaGraphRunner:
     """
 
     def __init__(self, fn: Callable[..., Any], reason: str = ON, ops: Any = TorchGraphs,
-                 pool: Any = None, forced: bool = False) -> None:
+                 pool: Any = None, forced: bool = False, double_buffer: bool = True) -> None:
         self.fn = fn
         self.forced = forced  # graphs asked for (option True): kept whatever the copies cost
         self.ops = ops
@@ -105,18 +107,8 @@ class CudaGraphRunner:
         self._graph: Any = None
         self._static: List[Tuple[int, int]] = []        # (slot, pointer) read in place
         self._private: List[Tuple[int, Any]] = []       # (slot, private buffer) copied in
-        self._outs: List[Any] = []
-        self._same: List[int] = []                      # first output index of each output
-        self._spec: Any = None
-        self._baseline: List[Tuple[int, int]] = []
+        self._outputs: Optional[GraphOutputs] = None  # the captured graph's
         self._copy_out: set = set()  # output positions handed out as copies
-        # Per replay, decided at capture (the host work before each replay is on the step's
-        # critical path: a GPT-2 training step checks about 250 outputs): the outputs whose
-        # liveness is watched, and how each output is handed out.
-        self._watched: List[Any] = []
-        self._watched_at: List[int] = []  # their output positions
-        self._storage_counts: List[Callable[[], int]] = []  # per watched output
-        self._handout: List[int] = []  # _AS_IS, _ALIAS or _COPY per output
         self._rewarmed = False
         #: why the last capture failed: {"text", "node", "kernels", "error", "final"}
         self.capture_failure: Optional[Dict[str, Any]] = None
@@ -130,11 +122,21 @@ class CudaGraphRunner:
         self.speculative = not forced and replay_writes_only_its_buffers(fn)
         self._pending = False  # a launched replay not collected yet
         self._constants: Any = None  # ConstantAddresses of the captured graph
+        #: a second recording (its own private pool) for calls while the caller keeps this
+        #: one's last results: ``out = model(x)`` in a loop alternates between the two
+        self.double_buffer = double_buffer
+        self._twin: Optional["CudaGraphRunner"] = None
+        self._launched_twin = False
 
     @property
     def cuda_graphs(self) -> str:
         """The decision and where the runner stands (``explain()`` shows it)."""
-        return self.state if self.state.startswith("off") else f"{self.reason} [{self.state}]"
+        if self.state.startswith("off"):
+            return self.state
+        twin = self._twin
+        second = ", a second graph for results the caller keeps" \
+            if twin is not None and twin._graph is not None else ""
+        return f"{self.reason} [{self.state}{second}]"
 
     def __getattr__(self, name: str) -> Any:  # .graph, .code ... of the wrapped module
         if name.startswith("_") or name == "fn":
@@ -144,6 +146,7 @@ class CudaGraphRunner:
     def __call__(self, *args: Any) -> Any:
         if self._pending:  # a launch whose checks failed, and the general path came back here
             self._pending = self.speculative = False
+        self._launched_twin = False
         if self._graph is None:
             if self.state == "warm-up":
                 return self._first(args)
@@ -158,7 +161,8 @@ class CudaGraphRunner:
             return self.fn(*args)
         why = self._prepare(args)
         if why is not None:
-            return self._divert(args, *why)
+            twin = self._twin_for(why[0])
+            return twin(*args) if twin is not None else self._divert(args, *why)
         self.ops.replay(self._graph)
         self.replays += 1
         return self._result()
@@ -172,9 +176,14 @@ class CudaGraphRunner:
         whose launch was dropped once stops launching early (two states taking turns)."""
         if self._pending:  # the last launch was never collected: its checks failed
             self._pending = self.speculative = False
-        if self._graph is None or not self.speculative or \
-                self._prepare(args, constants=False) is not None:
+        self._launched_twin = False
+        if self._graph is None or not self.speculative:
             return False
+        why = self._prepare(args, constants=False)
+        if why is not None:
+            twin = self._twin_for(why[0])
+            self._launched_twin = twin is not None and twin.launch(*args)
+            return self._launched_twin
         self.ops.replay(self._graph)
         self.replays += 1
         self._pending = True
@@ -182,6 +191,9 @@ class CudaGraphRunner:
 
     def collect(self, launched: bool, *args: Any) -> Any:
         """The results of the replay :meth:`launch` made, or the whole call when it made none."""
+        if launched and self._launched_twin:
+            self._launched_twin = False
+            return self._twin.collect(True, *args)
         if launched:
             self._pending = False
             if not self._constants.moved():
@@ -231,6 +243,25 @@ class CudaGraphRunner:
             return self._leave_pool(args)
         return self._recapture(args, "a parameter or buffer moved to new memory" if kind ==
                                "constant" else "a cached weight's parameter was replaced")
+
+    def _twin_for(self, why: str) -> Optional["CudaGraphRunner"]:
+        """The second recording, for a call ``why`` diverted because the caller still holds
+        this graph's last results: made on first need, used while its own results are free.
+        None -- the copy path -- in a shared pool (a training step's graphs), for a twin, and
+        when the caller keeps results of both (it keeps every result: copies are cheaper
+        than a graph per result)."""
+        if why != "held" or not self.double_buffer or self._pool is not None:
+            return None
+        twin = self._twin
+        if twin is None:
+            twin = self._twin = _Runner(self.fn, self.reason, ops=self.ops, forced=self.forced,
+                                        double_buffer=False)
+            hints.info("cuda graphs: the caller keeps the previous call's results; recording "
+                       "a second graph (its own memory) to alternate with")
+        if twin.state.startswith("off") or not twin.outputs_free():
+            self._twin, self.double_buffer = None, False
+            return None
+        return twin
 
     # -- steps ---------------------------------------------------------------------------
     def _moved(self, args: tuple) -> bool:
@@ -292,32 +323,15 @@ class CudaGraphRunner:
                                    "a view of the caller's new tensor)")
         self._graph, self._static, self._private = graph, static, private
         self._constants = ConstantAddresses(self.fn)
-        # The runner keeps aliases of the outputs and hands out fresh ones per replay: a
-        # handed-out tensor nobody else references can be taken over as is (autograd puts
-        # such a gradient into ``.grad`` without the copy it makes of a shared one); the
-        # storage count below still sees every handed-out tensor and view that is alive.
-        first = {id(v): i for i, v in reversed(list(enumerate(leaves)))}
-        self._same = [first[id(v)] for v in leaves]
-        self._outs = [self._alias(v) for v in leaves]
-        self._spec = spec
-        del leaves
+        self._outputs = GraphOutputs(self.ops, leaves, spec, self._copy_out)
         self.captures += 1
         self.state = "graph"
         if self._copy_out:
-            tensors = sum(1 for v in self._outs if self.ops.is_tensor(v))
+            tensors = sum(1 for v in self._outputs.values if self.ops.is_tensor(v))
             self.state += f", copying {len(self._copy_out)} of {tensors} outputs"
         if pool is not None:
             pool.join(self)
             self.state += f", memory pool shared across the {pool.name}"
-        self._watched_at = [i for i, v in enumerate(self._outs)
-                            if i not in self._copy_out and self.ops.is_tensor(v)]
-        self._watched = [self._outs[i] for i in self._watched_at]
-        counter = getattr(self.ops, "storage_counter", None) or \
-            (lambda t: functools.partial(self.ops.storage_uses, t))
-        self._storage_counts = [counter(leaf) for leaf in self._watched]
-        self._handout = [_handout(self.ops, v, i in self._copy_out)
-                         for i, v in enumerate(self._outs)]
-        self._baseline = self._counts()
         log.info("cuda graphs: captured (%d input(s) read in place, %d copied in per call)",
                  len(static), len(private))
         for slot, buffer in private:
@@ -350,6 +364,7 @@ class CudaGraphRunner:
             self._pool = None
         self.state = f"off: {why}"
         self._drop_graph()
+        self._twin = None
         (log.warning if warn else log.info)("cuda graphs %s; running without them", self.state)
         return self.fn(*args)
 
@@ -359,38 +374,20 @@ class CudaGraphRunner:
                    for v in leaves)
 
     def _drop_graph(self) -> None:
-        self._graph, self._outs, self._watched, self._watched_at = None, [], [], []
-        self._storage_counts = []
-        self._baseline, self._handout = [], []
+        self._graph, self._outputs = None, None
 
     # -- outputs ---------------------------------------------------------------------------
-    def _counts(self) -> List[Tuple[int, int]]:
-        """Per watched output: the references to its tensor object (the runner's two plus
-        the loop's) and to its storage; one expression for the baseline and every check."""
-        return list(zip(map(sys.getrefcount, self._watched),
-                        [uses() for uses in self._storage_counts]))
-
     def _held_outputs(self) -> set:
         """Positions of the graph's output buffers that a tensor (or view) handed out by the
         last replay still references (outputs handed out as copies are not watched)."""
-        now = self._counts()
-        if now == self._baseline:  # every call of a loop that drops its results
-            return set()
-        return {i for i, (refs, uses), (now_refs, now_uses)
-                in zip(self._watched_at, self._baseline, now)
-                if now_refs > refs or now_uses > uses}
+        return self._outputs.held() if self._outputs is not None else set()
 
     def outputs_free(self) -> bool:
         """No tensor (or view) handed out by the last replay is still referenced elsewhere."""
         return not self._held_outputs()
 
-    def _alias(self, value: Any) -> Any:
-        """A new tensor object on ``value``'s memory, or ``value`` itself (:func:`_handout`)."""
-        return value.detach() if _handout(self.ops, value, False) == _ALIAS else value
-
     def _result(self) -> Any:
-        leaves = [v if how == _AS_IS else v.detach() if how == _ALIAS else v.clone()
-                  for v, how in zip(self._outs, self._handout)]
-        # an output returned twice is one tensor twice, as in eager
-        leaves = [leaves[j] for j in self._same]
-        return _rebuild(self._spec, iter(leaves))
+        return self._outputs.result()
+
+
+_Runner = CudaGraphRunner  # the twin's class, whatever a test substitutes for the name
