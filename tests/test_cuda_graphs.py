@@ -116,6 +116,8 @@ def test_decide_on_for_a_static_device_program():
     (lambda x: x * torch.rand_like(x), "draws random numbers"),
     (lambda x: torch.nonzero(x > 0).sum() * x, "reads tensor data on the host"),
     (lambda x: x[x > 0].sum() * x, "shape depends on tensor data"),  # a mask index syncs too
+    (lambda x: x[[0, 2]] * 2, "indexes with a Python list"),  # a host copy per call
+    (lambda x: x[:, [1, 1]] + 1, "indexes with a Python list"),
 ])
 def test_decide_off_with_the_reason(fn, words):
     x = torch.randn(4, 8)

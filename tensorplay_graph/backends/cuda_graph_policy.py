@@ -101,6 +101,9 @@ def _node_reason(node: Any, forced: bool, device: str) -> Optional[str]:
         if _runs_framework_autograd(node.target):
             return (f"{node.name} ({name}) runs the framework's autograd for an opaque op: its "
                     f"backward ops run on the stream the forward used, outside a capture")
+    if _indexes_with_a_list(node):
+        return (f"{node.name} indexes with a Python list, which torch copies from the host "
+                f"on every call (make the index a CUDA tensor)")
     from ..passes.data_shapes import shape_from_data
     if shape_from_data(node):  # x[mask]: torch sizes it with a nonzero, on the host
         return f"{node.name}'s shape depends on tensor data (the host sizes it)"
@@ -118,6 +121,21 @@ def _node_reason(node: Any, forced: bool, device: str) -> Optional[str]:
     if name is not None:
         return f"custom op {name} ({node.name}) may run host code or synchronize"
     return None
+
+
+def _indexes_with_a_list(node: Any) -> bool:
+    """``x[[0, 2]]`` / ``x[:, [1, 1]] = v``: an index list becomes a CPU tensor copied to the
+    device, which a capture refuses (an unpinned host copy)."""
+    if node.op != "call_function" or node.target not in (operator.getitem, operator.setitem) \
+            or len(node.args) < 2 or not _is_tensor_node(node.args[0]):
+        return False
+    index = node.args[1]
+    return isinstance(index, list) or \
+        isinstance(index, tuple) and any(isinstance(i, list) for i in index)
+
+
+def _is_tensor_node(value: Any) -> bool:
+    return getattr(value, "meta", {}).get("tensor_meta") is not None
 
 
 def decide(module: Any, example_inputs: Sequence[Any], option: Optional[bool] = None,
