@@ -187,6 +187,9 @@ def test_warm_ups_and_captures_share_one_side_stream_per_device(monkeypatch):
         def CUDAGraph(self):
             return types.SimpleNamespace()
 
+        def memory_reserved(self, device):
+            return 0
+
         def graph(self, graph, **kwargs):
             return contextlib.nullcontext()
 

@@ -346,3 +346,37 @@ def test_unknown_output_containers_run_without_graphs():
     for _ in range(3):
         assert torch.equal(run(x).t, x + 1)
     assert run.state.startswith("off: the program returns a Box")
+
+
+class OutOfMemoryError(RuntimeError):
+    """Named as torch's is: the runner recognizes it by name."""
+
+
+@pytest.mark.parametrize("short", ["room", "oom"])
+def test_no_second_graph_without_device_memory_for_it(short):
+    class Short(CpuGraphs):
+        warm_ups = 0
+
+        @staticmethod
+        def room_for_another(graph):
+            return short != "room"
+
+        @staticmethod
+        def warm_up(fn, args, pool=None):
+            Short.warm_ups += 1
+            if short == "oom" and Short.warm_ups > 1:  # the second graph's first run
+                raise OutOfMemoryError("CUDA out of memory")
+            return fn(*args)
+
+    w, run = torch.randn(8), CudaGraphRunner(program, ops=Short)
+    x = torch.randn(4, 8)
+    for _ in range(3):
+        run(x, w)
+    held = run(x, w)[0]
+    keep = held.clone()
+    for _ in range(3):
+        x.copy_(torch.randn(4, 8))
+        got = run(x, w)
+        assert torch.equal(got[0], program(x, w)[0]) and torch.equal(held, keep)
+        del got
+    assert run.state == "graph, copying 1 of 2 outputs" and not run.double_buffer

@@ -107,12 +107,25 @@ class TorchGraphs:
             with torch.cuda.stream(stream):
                 fn(*args)
             graph = torch.cuda.CUDAGraph()
+            before = torch.cuda.memory_reserved(device)
             with torch.cuda.graph(graph, pool=_pool_id(pool), stream=stream,
                                   capture_error_mode="thread_local"):
                 out = fn(*args)
+            #: about what the graph's pool took (new segments; a shared pool's reuse is free)
+            graph.tpg_bytes = max(0, torch.cuda.memory_reserved(device) - before)
         graph.tpg_device = device.index if device.index is not None else \
             torch.cuda.current_device()
         return graph, out
+
+    @staticmethod
+    def room_for_another(graph: Any) -> bool:
+        """Whether the device can hold a second recording of ``graph`` and still leave as
+        much again to the caller (free device memory plus the allocator's unused cache)."""
+        torch = _torch()
+        device = graph.tpg_device
+        free, _ = torch.cuda.mem_get_info(device)
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return free + cached >= 2 * getattr(graph, "tpg_bytes", 0)
 
     @staticmethod
     def replay(graph: Any) -> None:

@@ -53,7 +53,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from .cuda_graph_capture import (ConstantAddresses, capture_failure, copy_into, private_copy,
                                  stayed, where)
 from .cuda_graph_ops import TorchGraphs
-from .output_tree import GraphOutputs, flatten as _flatten
+from .output_tree import GraphOutputs, flatten as _flatten, unfit_outputs
 from .cuda_graph_policy import (COPY_BYTES_PER_LAUNCH, HOST_FUNCTIONS, HOST_METHODS,  # noqa: F401
                                  ON, decide, is_cuda_tensor, launches,
                                  replay_writes_only_its_buffers, written_constants)
@@ -79,9 +79,6 @@ def wrap(module: Any, example_inputs: Sequence[Any], option: Optional[bool] = No
     except AttributeError:
         pass
     return module
-
-
-_SCALARS = (int, float, bool, complex, str, bytes, type(None))
 
 
 class CudaGraphRunner:
@@ -162,7 +159,14 @@ class CudaGraphRunner:
         why = self._prepare(args)
         if why is not None:
             twin = self._twin_for(why[0])
-            return twin(*args) if twin is not None else self._divert(args, *why)
+            if twin is not None:
+                try:
+                    return twin(*args)
+                except Exception as exc:  # noqa: BLE001 - only running out of memory is ours
+                    if type(exc).__name__ != "OutOfMemoryError":
+                        raise
+                    self._no_twin("recording it ran out of device memory")
+            return self._divert(args, *why)
         self.ops.replay(self._graph)
         self.replays += 1
         return self._result()
@@ -254,14 +258,23 @@ class CudaGraphRunner:
             return None
         twin = self._twin
         if twin is None:
+            room = getattr(self.ops, "room_for_another", None)
+            if room is not None and not room(self._graph):
+                return self._no_twin("the device has too little free memory for a second one")
             twin = self._twin = _Runner(self.fn, self.reason, ops=self.ops, forced=self.forced,
                                         double_buffer=False)
             hints.info("cuda graphs: the caller keeps the previous call's results; recording "
                        "a second graph (its own memory) to alternate with")
-        if twin.state.startswith("off") or not twin.outputs_free():
-            self._twin, self.double_buffer = None, False
-            return None
+        if twin.state.startswith("off"):
+            return self._no_twin(f"the second graph is {twin.state}")
+        if not twin.outputs_free():
+            return self._no_twin("the caller keeps results of both graphs")
         return twin
+
+    def _no_twin(self, why: str) -> None:
+        self._twin, self.double_buffer = None, False
+        hints.info("cuda graphs: no second graph (%s): the outputs the caller keeps are "
+                   "copied out of the graph instead", why)
 
     # -- steps ---------------------------------------------------------------------------
     def _moved(self, args: tuple) -> bool:
@@ -313,14 +326,9 @@ class CudaGraphRunner:
         leaves: List[Any] = []
         spec = _flatten(out, leaves)
         del out  # the baseline below counts only the runner's own references
-        strange = next((type(v).__name__ for v in leaves
-                        if not self.ops.is_tensor(v) and not isinstance(v, _SCALARS)), None)
-        if strange is not None:  # it may hold tensors the liveness check cannot see
-            return self._off(args, f"the program returns a {strange}, which the runner cannot "
-                                   f"look into")
-        if self._aliases_input(leaves, capture_args):
-            return self._off(args, "an output aliases an input (a replay could not return "
-                                   "a view of the caller's new tensor)")
+        why = unfit_outputs(self.ops, leaves, capture_args)
+        if why is not None:
+            return self._off(args, why)
         self._graph, self._static, self._private = graph, static, private
         self._constants = ConstantAddresses(self.fn)
         self._outputs = GraphOutputs(self.ops, leaves, spec, self._copy_out)
@@ -367,11 +375,6 @@ class CudaGraphRunner:
         self._twin = None
         (log.warning if warn else log.info)("cuda graphs %s; running without them", self.state)
         return self.fn(*args)
-
-    def _aliases_input(self, leaves: List[Any], inputs: Sequence[Any]) -> bool:
-        storages = {v.untyped_storage().data_ptr() for v in inputs if self.ops.is_tensor(v)}
-        return any(self.ops.is_tensor(v) and v.untyped_storage().data_ptr() in storages
-                   for v in leaves)
 
     def _drop_graph(self) -> None:
         self._graph, self._outputs = None, None

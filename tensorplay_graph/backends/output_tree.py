@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Callable, List, Set, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Set, Tuple
 
 
 def flatten(value: Any, leaves: List[Any]) -> Any:
@@ -31,6 +31,21 @@ def rebuild(spec: Any, leaves: Any) -> Any:
 
 
 AS_IS, ALIAS, COPY = range(3)
+_SCALARS = (int, float, bool, complex, str, bytes, type(None))
+
+
+def unfit_outputs(ops: Any, leaves: List[Any], inputs: Sequence[Any]) -> Optional[str]:
+    """Why a graph cannot hand out ``leaves`` (a captured run's outputs), or None: an object
+    that may hold tensors the liveness check cannot see, or an output aliasing an input."""
+    strange = next((type(v).__name__ for v in leaves
+                    if not ops.is_tensor(v) and not isinstance(v, _SCALARS)), None)
+    if strange is not None:
+        return f"the program returns a {strange}, which the runner cannot look into"
+    storages = {v.untyped_storage().data_ptr() for v in inputs if ops.is_tensor(v)}
+    if any(ops.is_tensor(v) and v.untyped_storage().data_ptr() in storages for v in leaves):
+        return ("an output aliases an input (a replay could not return a view of the "
+                "caller's new tensor)")
+    return None
 
 
 def handout(ops: Any, value: Any, copy: bool) -> int:
