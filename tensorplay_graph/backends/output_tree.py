@@ -68,14 +68,15 @@ class GraphOutputs:
     handed-out tensor and view that is alive. What is watched, and how each output is handed
     out, is decided here once: the host work before each replay is on the step's critical
     path (a GPT-2 training step checks about 250 outputs). Outputs in ``copied`` are handed
-    out as copies and not watched."""
+    out as copies and not watched. ``leaves`` is taken over: the list is emptied, so that
+    the baseline counts only this object's references."""
 
     def __init__(self, ops: Any, leaves: List[Any], spec: Any, copied: Set[int]) -> None:
         first = {id(v): i for i, v in reversed(list(enumerate(leaves)))}
         self.same = [first[id(v)] for v in leaves]  # an output returned twice: one tensor
         self.values = [v.detach() if handout(ops, v, False) == ALIAS else v for v in leaves]
         self.spec = spec
-        leaves.clear()  # the baseline below counts only the runner's own references
+        leaves.clear()
         self.watched_at = [i for i, v in enumerate(self.values)
                            if i not in copied and ops.is_tensor(v)]
         self.watched = [self.values[i] for i in self.watched_at]

@@ -179,6 +179,10 @@ class FrameworkAdapter(ABC):
         """The framework's ``autograd.Function`` base class."""
         return self.module.autograd.Function
 
+    def check_recorded(self, outputs: Sequence[Any], what: str) -> None:
+        """Raise when ``outputs`` of an ``autograd.Function.apply`` (grad mode on, an input
+        requiring grad) came back recording nothing; the framework is trusted by default."""
+
     def autocast_enabled(self, device_type: str) -> bool:
         try:
             return bool(self.module.is_autocast_enabled(device_type))

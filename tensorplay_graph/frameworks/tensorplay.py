@@ -11,7 +11,7 @@ from typing import Any, Callable, ContextManager, Optional, Sequence, Tuple
 
 from .base import FrameworkAdapter
 
-__all__ = ["TensorPlayAdapter", "ADAPTER", "check_recorded", "prime_function_apply"]
+__all__ = ["TensorPlayAdapter", "ADAPTER", "prime_function_apply"]
 
 
 class TensorPlayAdapter(FrameworkAdapter):
@@ -114,13 +114,29 @@ class TensorPlayAdapter(FrameworkAdapter):
 
     # -- autograd ------------------------------------------------------------------------
 
+    _primed = False
+
     def autograd_function(self) -> type:
         """TensorPlay's ``autograd.Function``, its C++ ``apply`` primed first (see below)."""
-        function = self.module.autograd.Function
-        if function not in _PRIMED:
+        if not self._primed:
             prime_function_apply(self.module)
-            _PRIMED.add(function)
-        return function
+            TensorPlayAdapter._primed = True
+        return self.module.autograd.Function
+
+    def check_recorded(self, outputs: Sequence[Any], what: str) -> None:
+        """RuntimeError when all ``outputs`` come back not requiring grad: TensorPlay's
+        ``Function.apply`` stopped recording in this process (F27), and a result without
+        gradients would be wrong."""
+        if any(getattr(o, "requires_grad", False) for o in outputs):
+            return
+        raise RuntimeError(
+            f"{what}: TensorPlay's autograd.Function.apply recorded nothing (its outputs do "
+            f"not require grad), so the gradients would be lost. TensorPlay 1.0.0 stops "
+            f"recording for the whole process when the first autograd.Function it ever "
+            f"applies is given a tensor subclass such as an nn.Parameter. Apply one "
+            f"autograd.Function to a plain tensor at the start of the process, before any "
+            f"other: tensorplay_graph.frameworks.tensorplay.prime_function_apply(tensorplay) "
+            f"does.")
 
     # -- compiler ------------------------------------------------------------------------
 
@@ -145,9 +161,6 @@ class _Span:
 ADAPTER = TensorPlayAdapter()
 
 
-_PRIMED: set = set()
-
-
 def prime_function_apply(tp: Any) -> None:
     """Apply one ``autograd.Function`` to a plain tensor that requires grad.
 
@@ -156,7 +169,7 @@ def prime_function_apply(tp: Any) -> None:
     training passes a module's parameters), no later apply records anything, its outputs do
     not require grad and gradients are silently lost (tests/models/FINDINGS.md F27). A plain
     tensor first keeps every later apply right. A process where a subclass came first
-    cannot be mended: :func:`check_recorded` reports it."""
+    cannot be mended: :meth:`TensorPlayAdapter.check_recorded` reports it."""
     class _Prime(tp.autograd.Function):
         @staticmethod
         def forward(ctx: Any, x: Any) -> Any:
@@ -168,18 +181,3 @@ def prime_function_apply(tp: Any) -> None:
 
     with tp.enable_grad():
         _Prime.apply(tp.zeros(1).requires_grad_(True))
-
-
-def check_recorded(outputs: Sequence[Any], what: str) -> None:
-    """RuntimeError when ``outputs`` of an ``apply`` that had an input requiring grad, under
-    grad mode, all come back not requiring grad: TensorPlay's ``Function.apply`` stopped
-    recording in this process (F27), and a result without gradients would be wrong."""
-    if any(getattr(o, "requires_grad", False) for o in outputs):
-        return
-    raise RuntimeError(
-        f"{what}: TensorPlay's autograd.Function.apply recorded nothing (its outputs do not "
-        f"require grad), so the gradients would be lost. TensorPlay 1.0.0 stops recording "
-        f"for the whole process when the first autograd.Function it ever applies is given a "
-        f"tensor subclass such as an nn.Parameter. Apply one autograd.Function to a plain "
-        f"tensor at the start of the process, before any other: "
-        f"tensorplay_graph.frameworks.tensorplay.prime_function_apply(tensorplay) does.")

@@ -216,9 +216,9 @@ class CompiledTraining:
         self.reaches = _reaches(joint)
         self._params = [attr_reader(captured, name) for name in joint.params]
         self._saved_layout: Optional[List[bool]] = None
-        #: TensorPlay's apply may have stopped recording for the process (F27): checked until
-        #: one call records (the state is settled by the process's first apply, for good)
-        self._unverified = joint.framework == "tensorplay" and bool(self.differentiable)
+        #: the framework's apply may not record (TensorPlay: F27): checked until one call
+        #: records (TensorPlay settles that with the process's first apply, for good)
+        self._unverified = bool(self.differentiable)
 
     def saved_layout(self, saved: Sequence[Any]) -> List[bool]:
         """Which saved values are tensors: fixed by the program, found on its first call."""
@@ -283,8 +283,8 @@ class CompiledTraining:
         if not isinstance(outs, (tuple, list)):
             outs = (outs,)
         if self._unverified:
-            from ..frameworks.tensorplay import check_recorded
-            check_recorded([outs[i] for i in self.differentiable], "compiled training call")
+            self._adapter.check_recorded([outs[i] for i in self.differentiable],
+                                         "compiled training call")
             self._unverified = False
         if self._fixed and not self.marks_outputs:
             outs = [o.detach() if i in self._fixed and is_tensor(o) else o
