@@ -112,3 +112,26 @@ def test_already_broken_process_raises_instead_of_losing_gradients():
             print("raised", "nn.Parameter" in str(exc) and "prime_function_apply" in str(exc))
     """)
     assert out == ["raised", "True"]
+
+
+def test_custom_op_backward_on_a_parameter_first_in_process():
+    """A custom op with ``register_autograd`` applied eagerly to a Parameter, as the
+    process's first apply: its registered backward runs and later applies still record."""
+    out = run("""
+        from tensorplay_graph.library import custom_op
+
+        @custom_op("tpg_f27::scale", mutates_args=())
+        def scale(x: tp.Tensor) -> tp.Tensor:
+            return x * 3.0
+
+        @scale.register_fake
+        def _(x):
+            return tp.empty_like(x)
+
+        scale.register_autograd(lambda ctx, grad: grad * 3.0 + 1.0,
+                                setup_context=lambda ctx, inputs, output: None)
+        w = tp.nn.Parameter(tp.ones(2))
+        scale(w).sum().backward()
+        print(w.grad.numpy().tolist() == [4.0, 4.0], records())
+    """)
+    assert out == ["True", "True"]
