@@ -29,8 +29,46 @@ def _decomposed_ops() -> list:
 
 def training_decompositions() -> Dict[Any, Any]:
     """``{aten overload: decomposition}`` given to ``aot_autograd(decompositions=...)``."""
+    import torch
     from torch._decomp import get_decompositions
-    return get_decompositions(_decomposed_ops())
+    table = get_decompositions(_decomposed_ops())
+    backward = torch.ops.aten.native_layer_norm_backward.default
+    table[backward] = _layer_norm_backward_as_cpu_eager(table[backward])
+    return table
+
+
+def _layer_norm_backward_as_cpu_eager(decomposed: Any) -> Any:
+    """torch's ``native_layer_norm_backward`` decomposition, except on the CPU in the rows
+    whose sums are not finite (an infinite weight or gradient): there eager's CPU kernel's
+    formula (``layer_norm_kernel.cpp``, ``rstd * gx + b * x + c``), which places NaN and +-inf
+    differently from the decomposition's centered order (grad fuzz seed 100890864: eager NaN,
+    the decomposition -inf). The same rule as our own VJP's (``prims/vjps_norms.py``)."""
+    import torch
+
+    def layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+                            output_mask):
+        found = decomposed(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+                           output_mask)
+        if not output_mask[0] or input.device.type != "cpu" or input.numel() == 0:
+            return found
+        dims = list(range(input.dim() - len(normalized_shape), input.dim()))
+        n = 1
+        for d in dims:
+            n *= input.shape[d]
+        wide = torch.float32 if input.dtype in (torch.float16, torch.bfloat16) else input.dtype
+        x, gx = input.to(wide), grad_out.to(wide)
+        if weight is not None:
+            gx = gx * weight.to(wide)
+        mean = mean.to(wide).reshape(mean.shape + (1,) * (x.dim() - mean.dim()))
+        rstd = rstd.to(wide).reshape(rstd.shape + (1,) * (x.dim() - rstd.dim()))
+        db, ds = gx.sum(dims, keepdim=True), (gx * x).sum(dims, keepdim=True)
+        b = (db * mean - ds) * rstd * rstd * rstd * (1.0 / n)
+        c = -b * mean - db * rstd * (1.0 / n)
+        special = rstd * gx + b * x + c
+        finite = ((db - db) == 0) & ((ds - ds) == 0)
+        grad_input = torch.where(finite, found[0].to(wide), special).to(found[0].dtype)
+        return (grad_input,) + tuple(found[1:])
+    return layer_norm_backward
 
 
 def drop_detaches(aten_gm: Any) -> None:

@@ -184,3 +184,20 @@ def test_dynamo_rejecting_what_eager_computes_is_a_frontend_skip(fresh_dynamo):
     outcome = check_grad(program, "framework")
     assert outcome.status == "skip" and "aot_eager" in outcome.detail, outcome
     assert check_grad(program, "reference").status == "ok"
+
+
+def test_aot_autograds_own_backward_is_a_frontend_skip(fresh_dynamo):
+    # Seed 100890080: ``(x * inf).prod(0)``. AOTAutograd traces prod's backward through fake
+    # tensors, where torch takes its zero-safe formula: -inf / inf, as aot_eager returns;
+    # eager's ``result / input`` gives NaN. Our own entry point follows eager.
+    program = generate_grad(100890080, "torch")
+    outcome = check_grad(program, "framework")
+    assert outcome.status == "skip" and "aot_eager" in outcome.detail, outcome
+    assert check_grad(program, "reference").status == "ok"
+
+
+def test_layer_norm_backward_with_an_infinite_weight_follows_cpu_eager(fresh_dynamo):
+    # Seed 100890864: ``layer_norm(x, (4,), w)`` with w[2] = -inf through torch.compile. torch's
+    # decomposition of native_layer_norm_backward puts -inf where eager's CPU kernel has NaN;
+    # rows with non-finite sums now take the kernel's formula (training/decompositions.py).
+    assert check_grad(generate_grad(100890864, "torch"), "framework").status == "ok"
