@@ -80,3 +80,21 @@ def test_a_cuda_graph_captures_again_when_a_parameter_moves(monkeypatch, early_l
     for _ in range(2):
         torch.testing.assert_close(compiled(ids), model(ids))
     assert runner.captures == 2
+
+
+@torch.no_grad()
+def test_both_graphs_of_a_loop_keeping_its_result_follow_a_moved_parameter(monkeypatch):
+    torch.manual_seed(0)
+    model, ids = Net(), torch.randint(0, 10, (4,))
+    plan_on_cpu(monkeypatch, AddressGraphs)
+    compiled = tpg.compile(model, options={"backends": ["reference"]})
+    out = compiled(ids)
+    for step in range(12):
+        if step == 7:  # both graphs recorded by now; each read the old memory
+            runner = next(iter(compiled.specializations.values())).runner._lowered
+            assert "a second graph" in runner.cuda_graphs
+            model.lin.weight.data = torch.randn(8, 8)
+        previous, value = out, out.clone()
+        out = compiled(ids)  # the last result alive during the call
+        torch.testing.assert_close(out, model(ids))
+        assert torch.equal(previous, value)
