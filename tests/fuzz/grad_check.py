@@ -20,10 +20,9 @@ backend="tensorplay_graph")`` (AOTAutograd) or ``tp.compile(fn, backend="tensorp
 
 from __future__ import annotations
 
-import re
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -186,7 +185,9 @@ def module_source(program: Program, params: List[str]) -> str:
 
 def check_grad(program: Program, entry: str, calls: int = 2, no_grad: bool = True) -> Outcome:
     """Compare the compiled training call through ``entry`` with eager autograd."""
-    from grad_rounding import unless_unstable  # it builds on this module's Harness
+    # these build on this module's Harness
+    from grad_frontends import aot_autograd_differs_too, frontend_quirk, frontend_rejects
+    from grad_rounding import unless_unstable
     from tensorplay_graph.training import programs_built, programs_since
     g = replay_grad(program)
     if g is None:
@@ -197,7 +198,7 @@ def check_grad(program: Program, entry: str, calls: int = 2, no_grad: bool = Tru
         want = h.run(h.target)
     except Exception as exc:  # noqa: BLE001 - eager's own rejection: not counted
         return Outcome("skip", f"eager raises {type(exc).__name__}: {_first(exc)}")
-    quirk = _frontend_quirk(program, entry)
+    quirk = frontend_quirk(program, entry)
     if quirk and quirk.startswith("skip: "):
         return Outcome("skip", quirk[6:])
     before = programs_built()
@@ -210,13 +211,13 @@ def check_grad(program: Program, entry: str, calls: int = 2, no_grad: bool = Tru
         try:
             got = h.run(compiled, retain=last)
         except Exception as exc:  # noqa: BLE001
-            own = _frontend_rejects(h, entry)
+            own = frontend_rejects(h, entry)
             if own:
                 return Outcome("skip", own)
             return Outcome("crash", f"{type(exc).__name__}: {_first(exc)} (call {call})")
         why = _differs(want, got, levels)
         if why:
-            own = _aot_autograd_differs_too(h, entry, want, got, levels)
+            own = aot_autograd_differs_too(h, entry, want, got, levels)
             if own:
                 return Outcome("skip", own)
             return unless_unstable(h, want, levels, f"{why} (call {call})", got)
@@ -230,104 +231,6 @@ def check_grad(program: Program, entry: str, calls: int = 2, no_grad: bool = Tru
             return unless_unstable(h, want, levels, why)
     reasons = [p.eager_reason for p in programs_since(before) if p.eager_reason]
     return Outcome("ok", f"eager autograd: {reasons[0]}" if reasons else "")
-
-
-def _frontend_rejects(h: Harness, entry: str) -> Optional[str]:
-    """Why the framework's compile frontend with its own trivial backend fails on the program
-    too (``torch.compile(backend="aot_eager")`` / ``tp.compile``), or None: then the failure
-    is not ours. Seed 100840360: Dynamo's fake tensors reject ``log_softmax`` of an empty bool
-    tensor, which eager computes."""
-    if entry != "framework":
-        return None
-    if h.fw == "torch":
-        import torch
-        own = torch.compile(h.target, backend="aot_eager", dynamic=False)
-        name = 'torch.compile(backend="aot_eager")'
-    else:
-        import tensorplay
-        own, name = tensorplay.compile(h.target), "tp.compile (its default backend)"
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            h.run(own)
-    except Exception as exc:  # noqa: BLE001
-        return f"{name} fails too: {type(exc).__name__}: {_first(exc)}"
-    return None
-
-
-def _aot_autograd_differs_too(h: Harness, entry: str, want: "Call", got: "Call",
-                              levels: "Levels") -> Optional[str]:
-    """Why a ``torch.compile`` result that differs from eager is AOTAutograd's own, or None:
-    ``torch.compile(backend="aot_eager")`` (AOTAutograd without a compiler) differs from eager
-    too and returns what we return. Seed 100890080: ``prod``'s backward traced through fake
-    tensors takes torch's zero-safe formula (``-inf`` / ``inf`` for ``x * inf``), eager's
-    ``result / input`` gives NaN."""
-    if entry != "framework" or h.fw != "torch":
-        return None
-    import torch
-    torch._dynamo.reset()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            own = h.run(torch.compile(h.target, backend="aot_eager", dynamic=False))
-    except Exception:  # noqa: BLE001 - then it says nothing about ours
-        return None
-    finally:
-        torch._dynamo.reset()
-    differs = _differs(want, own, levels)
-    if differs and _differs(own, got, levels) is None:
-        return f'torch.compile(backend="aot_eager") differs from eager the same way: {differs}'
-    return None
-
-
-def _frontend_quirk(program: Program, entry: str) -> Optional[str]:
-    """What TensorPlay 1.0.0's own ``tp.compile`` frontend gets wrong for ``program`` (with
-    any backend, its default one too; tests/fuzz/FINDINGS.md): around in-place writes --
-    its first call runs the program three times on the caller's tensors, and its graph
-    merges two equal calls though one is written afterwards ("skip: ..."); and it does not
-    guard on grad mode, so a ``no_grad`` call reuses the training graph (its outputs require
-    grad): no ``no_grad`` check there."""
-    if entry != "framework" or program.framework != "tensorplay":
-        return None
-    if any(s.out is None for s in program.stmts):
-        return "skip: tp.compile mishandles in-place writes (runs them 3 times, CSE across them)"
-    calls = [(s.code, s.args) for s in program.stmts if "fuzz_gaffine" in s.code]
-    if len(set(calls)) < len(calls):
-        # seed 99830392: two equal calls become one, and the fuzz op's registered backward
-        # (``grad * s + x * 0.125``, not linear in grad) counts its second term once; the
-        # same with TensorPlay's own default backend
-        return "skip: tp.compile merges equal custom-op calls (CSE)"
-    if _scalar_twins(program):
-        # seed 99990776: ``0 - x0`` and ``-0.0 - x0`` on a bool x0 become one node in
-        # tp.compile's graph (Python's 0 == -0.0), so the float result is the int one
-        return "skip: tp.compile merges calls whose scalars compare equal (0 / -0.0, 1 / 1.0)"
-    if any(_IDENTITY.match(s.code) for s in program.stmts if s.out is not None):
-        # seeds 100730024, 100780424: ``x - 0.0`` / ``x - -0.0`` on an int or bool x is
-        # dropped from tp.compile's graph as an identity, so eager's float promotion is lost
-        return "skip: tp.compile drops scalar identities (x - 0.0, x * 1.0) that promote ints"
-    return "no grad-mode guard in tp.compile"
-
-
-_IDENTITY = re.compile(r"^\(\{\d+\} (?:[-+] -?0\.0|[*/] 1\.0)\)$")
-_NUMBER = re.compile(r"(?<![\w{.])-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w}])|\b(?:True|False)\b")
-
-
-def _scalar_twins(program: Program) -> bool:
-    """Two statements that differ only in scalars that compare equal in Python (``0`` /
-    ``-0.0`` / ``0.0``, ``1`` / ``1.0`` / ``True``)."""
-    def number(text: str) -> float:
-        return {"True": 1.0, "False": 0.0}.get(text) if text in ("True", "False") else float(text)
-    seen: Dict[Tuple[str, tuple, tuple], set] = {}
-    for s in program.stmts:
-        if s.out is None:
-            continue
-        literals = _NUMBER.findall(s.code)
-        key = (_NUMBER.sub("#", s.code), tuple(number(t) for t in literals), tuple(s.args))
-        spellings = seen.setdefault(key, set())
-        spellings.add(tuple(literals))
-        if len(spellings) > 1:
-            return True
-    return False
 
 
 class Levels:
