@@ -49,19 +49,21 @@ def _layer_norm(e, g, out, a, normalized_shape, weight=None, bias=None, eps=1e-5
     ga = e.mul(e.sub(e.sub(gx, e.mean(gx, dims, True)),
                      e.mul(xhat, e.mean(e.mul(gx, xhat), dims, True))), rstd)
     if e.framework == "torch" and getattr(e.meta(a), "device_type", None) == "cpu":
-        ga = _layer_norm_special_rows_cpu(e, ga, gx, x, e.mean(x, dims, True), rstd, dims)
+        ga = layer_norm_special_rows_cpu(e, ga, gx, x, e.mean(x, dims, True), rstd, dims)
     return {"a": ga, "weight": e.mul(g, xhat) if _is_node(weight) else None,
             "bias": g if _is_node(bias) else None}
 
 
-def _layer_norm_special_rows_cpu(e, ga, gx, x, mean, rstd, dims):
+def layer_norm_special_rows_cpu(e, ga, gx, x, mean, rstd, dims):
     """``ga`` where a row's sums are finite, else torch's CPU kernel's formula
     (``layer_norm_kernel.cpp``): ``rstd * gx + b * x + c`` with ``b = (sum(gx) * mean -
     sum(gx * x)) * rstd**3 / n``, ``c = -b * mean - sum(gx) * rstd / n``. Where ``gx`` holds an
     infinity (an infinite weight) the CPU and CUDA orders place NaN and +-inf differently
     (grad fuzz seed 99998492: CPU eager all NaN, the CUDA order -inf in three places); in
     finite rows the CPU formula cancels (``b * x + c``) and its rounding follows eager's saved
-    statistics bit for bit, which ours do not (seed 99998405): there the centered form stays."""
+    statistics bit for bit, which ours do not (seed 99998405): there the centered form stays.
+    ``e`` emits the ops: the backward graph's emitter here, torch itself for AOTAutograd's
+    decomposition (``training/decompositions.py``)."""
     n = math.prod(e.shape(x)[d] for d in dims)
     scale = 1.0 / n if n else 0.0  # n == 0: no element to compute
     db, ds = e.sum(gx, dims, True), e.sum(e.mul(gx, x), dims, True)

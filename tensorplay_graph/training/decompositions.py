@@ -10,6 +10,7 @@ are left whole.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Dict
 
 
@@ -42,8 +43,11 @@ def _layer_norm_backward_as_cpu_eager(decomposed: Any) -> Any:
     whose sums are not finite (an infinite weight or gradient): there eager's CPU kernel's
     formula (``layer_norm_kernel.cpp``, ``rstd * gx + b * x + c``), which places NaN and +-inf
     differently from the decomposition's centered order (grad fuzz seed 100890864: eager NaN,
-    the decomposition -inf). The same rule as our own VJP's (``prims/vjps_norms.py``)."""
+    the decomposition -inf). The formula is our own VJP rule's
+    (``prims.vjps_norms.layer_norm_special_rows_cpu``), run on torch's ops."""
     import torch
+    from ..prims.vjps_norms import layer_norm_special_rows_cpu
+    ops = _torch_ops(torch)
 
     def layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
                             output_mask):
@@ -52,23 +56,25 @@ def _layer_norm_backward_as_cpu_eager(decomposed: Any) -> Any:
         if not output_mask[0] or input.device.type != "cpu" or input.numel() == 0:
             return found
         dims = list(range(input.dim() - len(normalized_shape), input.dim()))
-        n = 1
-        for d in dims:
-            n *= input.shape[d]
         wide = torch.float32 if input.dtype in (torch.float16, torch.bfloat16) else input.dtype
         x, gx = input.to(wide), grad_out.to(wide)
         if weight is not None:
             gx = gx * weight.to(wide)
         mean = mean.to(wide).reshape(mean.shape + (1,) * (x.dim() - mean.dim()))
         rstd = rstd.to(wide).reshape(rstd.shape + (1,) * (x.dim() - rstd.dim()))
-        db, ds = gx.sum(dims, keepdim=True), (gx * x).sum(dims, keepdim=True)
-        b = (db * mean - ds) * rstd * rstd * rstd * (1.0 / n)
-        c = -b * mean - db * rstd * (1.0 / n)
-        special = rstd * gx + b * x + c
-        finite = ((db - db) == 0) & ((ds - ds) == 0)
-        grad_input = torch.where(finite, found[0].to(wide), special).to(found[0].dtype)
-        return (grad_input,) + tuple(found[1:])
+        grad_input = layer_norm_special_rows_cpu(ops, found[0].to(wide), gx, x, mean, rstd,
+                                                 dims)
+        return (grad_input.to(found[0].dtype),) + tuple(found[1:])
     return layer_norm_backward
+
+
+def _torch_ops(torch: Any) -> Any:
+    """The emitter calls ``layer_norm_special_rows_cpu`` makes, as torch ops on the (traced)
+    tensors of a decomposition."""
+    return SimpleNamespace(shape=lambda x: tuple(x.shape),
+                           sum=lambda x, dims, keepdim: x.sum(dims, keepdim=keepdim),
+                           **{name: getattr(torch, name) for name in
+                              ("mul", "sub", "add", "neg", "where", "eq", "logical_and")})
 
 
 def drop_detaches(aten_gm: Any) -> None:
