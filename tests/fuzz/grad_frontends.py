@@ -23,20 +23,8 @@ def frontend_rejects(h: Harness, entry: str) -> Optional[str]:
     tensor, which eager computes."""
     if entry != "framework":
         return None
-    if h.fw == "torch":
-        import torch
-        own = torch.compile(h.target, backend="aot_eager", dynamic=False)
-        name = 'torch.compile(backend="aot_eager")'
-    else:
-        import tensorplay
-        own, name = tensorplay.compile(h.target), "tp.compile (its default backend)"
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            h.run(own)
-    except Exception as exc:  # noqa: BLE001
-        return f"{name} fails too: {type(exc).__name__}: {_first(exc)}"
-    return None
+    name, _, exc = _own_frontend_run(h)
+    return None if exc is None else f"{name} fails too: {type(exc).__name__}: {_first(exc)}"
 
 
 def aot_autograd_differs_too(h: Harness, entry: str, want: "Call", got: "Call",
@@ -48,20 +36,36 @@ def aot_autograd_differs_too(h: Harness, entry: str, want: "Call", got: "Call",
     ``result / input`` gives NaN."""
     if entry != "framework" or h.fw != "torch":
         return None
-    import torch
-    torch._dynamo.reset()
+    name, own, exc = _own_frontend_run(h)
+    if exc is not None:  # then it says nothing about ours
+        return None
+    differs = _differs(want, own, levels)
+    if differs and _differs(own, got, levels) is None:
+        return f"{name} differs from eager the same way: {differs}"
+    return None
+
+
+def _own_frontend_run(h: Harness) -> Tuple[str, Optional[Call], Optional[BaseException]]:
+    """The program through the framework's compile frontend with its own trivial backend
+    (``torch.compile(backend="aot_eager")``, fresh Dynamo caches / ``tp.compile``): its name,
+    the call, or the exception it raised."""
+    if h.fw == "torch":
+        import torch
+        torch._dynamo.reset()
+        own = torch.compile(h.target, backend="aot_eager", dynamic=False)
+        name = 'torch.compile(backend="aot_eager")'
+    else:
+        import tensorplay
+        own, name = tensorplay.compile(h.target), "tp.compile (its default backend)"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            own = h.run(torch.compile(h.target, backend="aot_eager", dynamic=False))
-    except Exception:  # noqa: BLE001 - then it says nothing about ours
-        return None
+            return name, h.run(own), None
+    except Exception as exc:  # noqa: BLE001
+        return name, None, exc
     finally:
-        torch._dynamo.reset()
-    differs = _differs(want, own, levels)
-    if differs and _differs(own, got, levels) is None:
-        return f'torch.compile(backend="aot_eager") differs from eager the same way: {differs}'
-    return None
+        if h.fw == "torch":
+            torch._dynamo.reset()
 
 
 def frontend_quirk(program: Program, entry: str) -> Optional[str]:
