@@ -186,7 +186,7 @@ def module_source(program: Program, params: List[str]) -> str:
 def check_grad(program: Program, entry: str, calls: int = 2, no_grad: bool = True) -> Outcome:
     """Compare the compiled training call through ``entry`` with eager autograd."""
     # these build on this module's Harness
-    from grad_frontends import aot_autograd_differs_too, frontend_quirk, frontend_rejects
+    from grad_frontends import frontend_differs_too, frontend_quirk, frontend_rejects
     from grad_rounding import unless_unstable
     from tensorplay_graph.training import programs_built, programs_since
     g = replay_grad(program)
@@ -217,7 +217,7 @@ def check_grad(program: Program, entry: str, calls: int = 2, no_grad: bool = Tru
             return Outcome("crash", f"{type(exc).__name__}: {_first(exc)} (call {call})")
         why = _differs(want, got, levels)
         if why:
-            own = aot_autograd_differs_too(h, entry, want, got, levels)
+            own = frontend_differs_too(h, entry, want, got, levels)
             if own:
                 return Outcome("skip", own)
             return unless_unstable(h, want, levels, f"{why} (call {call})", got)

@@ -17,9 +17,8 @@ from grad_check import Call, Harness, Levels, _differs
 
 
 def frontend_rejects(h: Harness, entry: str) -> Optional[str]:
-    """Why the framework's compile frontend with its own trivial backend fails on the program
-    too (``torch.compile(backend="aot_eager")`` / ``tp.compile``), or None: then the failure
-    is not ours. Seed 100840360: Dynamo's fake tensors reject ``log_softmax`` of an empty bool
+    """Why the framework's compile frontend without a compiler fails on the program too
+    (:func:`_own_frontend_run`), or None: then the failure is not ours. Seed 100840360: Dynamo's fake tensors reject ``log_softmax`` of an empty bool
     tensor, which eager computes."""
     if entry != "framework":
         return None
@@ -27,14 +26,17 @@ def frontend_rejects(h: Harness, entry: str) -> Optional[str]:
     return None if exc is None else f"{name} fails too: {type(exc).__name__}: {_first(exc)}"
 
 
-def aot_autograd_differs_too(h: Harness, entry: str, want: "Call", got: "Call",
-                              levels: "Levels") -> Optional[str]:
-    """Why a ``torch.compile`` result that differs from eager is AOTAutograd's own, or None:
-    ``torch.compile(backend="aot_eager")`` (AOTAutograd without a compiler) differs from eager
-    too and returns what we return. Seed 100890080: ``prod``'s backward traced through fake
-    tensors takes torch's zero-safe formula (``-inf`` / ``inf`` for ``x * inf``), eager's
-    ``result / input`` gives NaN."""
-    if entry != "framework" or h.fw != "torch":
+def frontend_differs_too(h: Harness, entry: str, want: "Call", got: "Call",
+                         levels: "Levels") -> Optional[str]:
+    """Why a framework-entry result that differs from eager is the frontend's own, or None:
+    the frontend's graph run without a compiler (``torch.compile(backend="aot_eager")``; for
+    ``tp.compile``, its graph run as is) differs from eager too and returns what we return.
+    Seed 100890080 (torch): ``prod``'s backward traced through fake tensors takes torch's
+    zero-safe formula (``-inf`` / ``inf`` for ``x * inf``), eager's ``result / input`` gives
+    NaN. Seed 100970632 (TensorPlay): ``tp.compile``'s graph spells ``F.silu(x)`` as
+    ``x * (1 / (1 + exp(-x)))``, whose product rule gives ``inf * 0 = NaN`` where eager's silu
+    backward gives +-inf."""
+    if entry != "framework":
         return None
     name, own, exc = _own_frontend_run(h)
     if exc is not None:  # then it says nothing about ours
@@ -46,9 +48,9 @@ def aot_autograd_differs_too(h: Harness, entry: str, want: "Call", got: "Call",
 
 
 def _own_frontend_run(h: Harness) -> Tuple[str, Optional[Call], Optional[BaseException]]:
-    """The program through the framework's compile frontend with its own trivial backend
-    (``torch.compile(backend="aot_eager")``, fresh Dynamo caches / ``tp.compile``): its name,
-    the call, or the exception it raised."""
+    """The program through the framework's compile frontend without a compiler
+    (``torch.compile(backend="aot_eager")`` with fresh Dynamo caches; ``tp.compile`` with a
+    backend returning its graph as is): its name, the call, or the exception it raised."""
     if h.fw == "torch":
         import torch
         torch._dynamo.reset()
@@ -56,7 +58,8 @@ def _own_frontend_run(h: Harness) -> Tuple[str, Optional[Call], Optional[BaseExc
         name = 'torch.compile(backend="aot_eager")'
     else:
         import tensorplay
-        own, name = tensorplay.compile(h.target), "tp.compile (its default backend)"
+        own = tensorplay.compile(h.target, backend=lambda gm, inputs, **options: gm)
+        name = "tp.compile (its graph run as is)"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
