@@ -3,6 +3,7 @@
     python benchmarks/fuzz.py --n 20000 --framework torch --backend reference
     python benchmarks/fuzz.py --n 500 --framework all --backend reference auto tilelang interpreter
     python benchmarks/fuzz.py --grad --n 2000 --framework all --backend rotate
+    python benchmarks/fuzz.py --n 500 --framework torch --backend auto --device cuda
 
 ``--grad`` fuzzes training instead (tests/fuzz/grad_gen.py, grad_check.py): random
 differentiable programs, compiled forward + backward vs eager autograd, through the training
@@ -175,10 +176,14 @@ def main() -> None:
     p.add_argument("--grad", action="store_true",
                    help="fuzz training (forward + backward) through the entry points "
                         "reference / auto / framework, or rotate (grad_check.entry_for)")
+    p.add_argument("--device", default=os.environ.get("TPG_FUZZ_DEVICE", "cpu"),
+                   help="where the checks run each program (cpu, cuda); the generator always "
+                        "runs on the CPU, so a seed is the same program everywhere")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--start", type=int, help=argparse.SUPPRESS)
     p.add_argument("--stop", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
+    os.environ["TPG_FUZZ_DEVICE"] = args.device  # read by tests/fuzz/fuzz_program.py
     if args.worker:
         return worker(args)
     logging.basicConfig(level=logging.INFO, format="%(message)s")

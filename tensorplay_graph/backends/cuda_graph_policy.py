@@ -9,7 +9,7 @@ graphs are forced on -- no random op and no custom op running arbitrary host cod
 from __future__ import annotations
 
 import operator
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..frameworks import adapter_for, is_parameter
 
@@ -80,12 +80,36 @@ def _runs_framework_autograd(target: Any) -> bool:
     return target is tape_backward or isinstance(target, OpaqueForward)
 
 
-def _node_reason(node: Any, forced: bool, device: str) -> Optional[str]:
-    """Why ``node`` must not run inside a CUDA graph, or None."""
-    from ..ir.effects import mutated_nodes, prim_effect
+def writes_into_state(graph: Any) -> Dict[Any, List[Any]]:
+    """``node -> the inputs and constants (placeholder / get_attr nodes) its in-place write
+    lands in``, directly or through any view of them (``x[1:].zero_()`` writes into ``x``):
+    only nodes that write into one."""
+    from ..ir.aliases import alias_groups
+    from ..ir.effects import mutated_nodes
+    nodes = [n for n in getattr(graph, "nodes", ())]
+    groups = alias_groups(nodes)
+    state: Dict[Any, List[Any]] = {}
+    for node in nodes:
+        if node.op in ("placeholder", "get_attr"):
+            state.setdefault(groups[node], []).append(node)
+    found = {}
+    for node in nodes:
+        if node.op in ("placeholder", "get_attr", "output"):
+            continue
+        hit = [m for w in mutated_nodes(node) if w in groups for m in state.get(groups[w], ())]
+        if hit:
+            found[node] = list(dict.fromkeys(hit))
+    return found
+
+
+def _node_reason(node: Any, forced: bool, device: str,
+                 writes: Optional[Dict[Any, List[Any]]] = None) -> Optional[str]:
+    """Why ``node`` must not run inside a CUDA graph, or None (``writes``:
+    :func:`writes_into_state` of its graph)."""
+    from ..ir.effects import prim_effect
     if node.op == "get_attr":
         return None
-    for written in mutated_nodes(node):
+    for written in (writes or {}).get(node, ()):
         if written.op == "placeholder":
             return (f"{node.name} writes into the input {written.name} in place (a replay may "
                     f"read a private copy of it, so the caller's tensor would not change)")
@@ -165,8 +189,9 @@ def decide(module: Any, example_inputs: Sequence[Any], option: Optional[bool] = 
     for constant in graph_constants(module):
         if not _on(constant, device):
             return False, f"off: a constant of the program is {_describe_tensor(constant)}"
+    writes = writes_into_state(module.graph)
     for node in module.graph.nodes:
-        reason = _node_reason(node, forced, device)
+        reason = _node_reason(node, forced, device, writes)
         if reason is not None:
             return False, f"off: {reason}"
     return True, ON
@@ -177,18 +202,15 @@ def replay_writes_only_its_buffers(module: Any) -> bool:
     into an input or a constant (a buffer's running statistics), no random draw (the
     generator's offset moves) and no custom op (it may run host code). Only such a replay
     may be launched before the caller's state checks, and be dropped when one fails."""
-    from ..ir.effects import mutated_nodes, prim_effect
+    from ..ir.effects import prim_effect
     graph = getattr(module, "graph", None)
-    if graph is None:
+    if graph is None or any(getattr(n, "op", None) is None for n in graph.nodes):
+        return False  # not an IR graph: nothing to go by
+    if writes_into_state(graph):
         return False
     for node in graph.nodes:
-        op = getattr(node, "op", None)
-        if op is None:  # not an IR graph: nothing to go by
-            return False
-        if op in ("placeholder", "get_attr", "output"):
+        if node.op in ("placeholder", "get_attr", "output"):
             continue
-        if any(w.op in ("placeholder", "get_attr") for w in mutated_nodes(node)):
-            return False
         if prim_effect(node) is not None:  # a random draw or another side effect
             return False
         if node.op == "call_function" and _custom_op_name(node.target) is not None:
@@ -201,13 +223,14 @@ def written_constants(module: Any) -> List[Any]:
     A capture runs the program once more before recording it; their values from before that
     run are put back, so that each call applies the program's writes once, as eager does."""
     from ..autograd_regions import constant_at
-    from ..ir.effects import mutated_nodes, prim_effect
+    from ..ir.effects import prim_effect
     graph = getattr(module, "graph", None)
     targets, maybe = set(), set()
+    for written in (writes_into_state(graph).values() if graph is not None else ()):
+        targets.update(w.target for w in written if w.op == "get_attr")
     for node in getattr(graph, "nodes", ()):
         if getattr(node, "op", "get_attr") == "get_attr":
             continue
-        targets.update(w.target for w in mutated_nodes(node) if w.op == "get_attr")
         if prim_effect(node) == "side_effect":  # batch_norm(training=True): its buffers
             maybe.update(a.target for a in node.all_input_nodes if a.op == "get_attr")
     found = [(target, constant_at(module, target)) for target in sorted(targets | maybe)]

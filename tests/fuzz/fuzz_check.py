@@ -22,7 +22,7 @@ import numpy as np
 
 from fuzz_condition import ill_conditioned
 from fuzz_gen import FLOATS, dtype_name, levels
-from fuzz_program import Program, as_tuple, build_function, repro_source, same_form
+from fuzz_program import DEVICE, Program, as_tuple, build_function, repro_source, same_form
 
 #: Relative tolerance per dtype, scaled by the output's largest finite magnitude (fusion
 #: reassociates sums and keeps float16 / bfloat16 intermediates in float32, as Inductor does).
@@ -63,7 +63,7 @@ def to_numpy(t: Any) -> np.ndarray:
     if name in FLOATS:
         t = t.float()
     if type(t).__module__.startswith("torch"):
-        return t.contiguous().numpy().copy()
+        return t.contiguous().cpu().numpy().copy()
     return np.array(t.contiguous().numpy(), copy=True)
 
 
@@ -111,13 +111,18 @@ def _differ(want: Any, got: Any, level: int, lowp: bool) -> Tuple[Optional[str],
     return "values differ", bad
 
 
-def check(program: Program, backend: str, calls: int = 2) -> Outcome:
+def check(program: Program, backend: str, calls: Optional[int] = None) -> Outcome:
+    """``calls``: compiled calls, each compared with eager; default 2, or 3 off the CPU (the
+    first call compiles, the second records a CUDA graph, the third replays it). Every
+    call's results are compared again after the last call: a later call must not change a
+    result the caller still holds."""
     import tensorplay_graph as tpg
     info = levels(program)
     if info is None:
         return Outcome("skip", "eager rejects the program")
     out_levels, in_levels, lowp = info
-    fn, inputs = build_function(program)
+    calls = calls or (2 if DEVICE == "cpu" else 3)
+    fn, inputs = build_function(program, device=DEVICE)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         eager_in = inputs()
@@ -130,6 +135,7 @@ def check(program: Program, backend: str, calls: int = 2) -> Outcome:
             compiled = tpg.compile(fn, backend=backend)
         except Exception as exc:  # noqa: BLE001
             return Outcome("crash", f"compile(): {type(exc).__name__}: {_first(exc)}")
+        held: List[tuple] = []  # every call's results, kept as a caller may keep them
         for call in range(1, calls + 1):
             args = inputs()
             try:
@@ -158,6 +164,13 @@ def check(program: Program, backend: str, calls: int = 2) -> Outcome:
                 why = compare(w, g, lv, lowp)
                 if why:
                     return Outcome("mismatch", f"input {k} after the call: {why} (call {call})")
+            held.append(got)
+        for call, got in enumerate(held, 1):
+            for k, (w, g, lv) in enumerate(zip(want, got, out_levels)):
+                why = compare(w, g, lv, lowp)
+                if why:
+                    return Outcome("mismatch", f"output {k} of call {call} changed by a later "
+                                   f"call: {why}")
     return Outcome("ok")
 
 

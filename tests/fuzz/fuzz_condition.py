@@ -24,7 +24,7 @@ from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 
-from fuzz_program import Program, as_tuple, build_function
+from fuzz_program import DEVICE, Program, as_tuple, build_function
 
 #: Perturbed eager runs, and the largest perturbation in float32 ulps.
 TRIES, MAX_ULPS = 6, 4
@@ -97,8 +97,8 @@ def ill_conditioned(program: Program, want: tuple, got: tuple, bad: List[Optiona
     ``bad[k]``: the elements of output k that differ (None: output k matches).
     """
     rng = np.random.default_rng(0)
-    return eager_moves(lambda: build_function(_perturb_literals(program, rng)), rng, want, got,
-                       bad, to_numpy)
+    return eager_moves(lambda: build_function(_perturb_literals(program, rng), device=DEVICE),
+                       rng, want, got, bad, to_numpy)
 
 
 def eager_moves(variant: Callable, rng: np.random.Generator, want: tuple, got: tuple,

@@ -8,8 +8,10 @@ builder and the custom ops, so a failing program is a self-contained snippet.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import linecache
+import os
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -17,6 +19,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 FRAMEWORKS = ("torch", "tensorplay")
+#: Where the checks run the programs (``TPG_FUZZ_DEVICE``, e.g. ``cuda``); the generator
+#: always runs them on the CPU, so a seed is the same program on every machine.
+DEVICE = os.environ.get("TPG_FUZZ_DEVICE", "cpu")
 
 #: Custom ops the programs call (one pure op, one that declares it mutates its input).
 #: Exec'd by the harness and pasted into repros, so both run the same definitions.
@@ -190,16 +195,20 @@ class Program:
         return replace(self, inputs=[i for i in self.inputs if i.name in used])
 
 
-def build_function(program: Program, extra: Optional[Dict[str, Any]] = None
-                   ) -> Tuple[Callable[..., Any], Callable[[], list]]:
+def build_function(program: Program, extra: Optional[Dict[str, Any]] = None,
+                   device: str = "cpu") -> Tuple[Callable[..., Any], Callable[[], list]]:
     """``(program function, fresh-inputs factory)`` exec'd from the program's source
-    (``extra``: more names its statements use, e.g. further custom ops)."""
+    (``extra``: more names its statements use, e.g. further custom ops). ``device``: where the
+    inputs and ``fuzz_mod``'s module live (the generator always runs on the CPU; tensors the
+    program itself makes stay where its statements put them)."""
     T, F = framework_modules(program.framework)
-    namespace: Dict[str, Any] = {"T": T, "F": F, "make_input": make_input, "np": np}
+    place = (lambda t: t) if device == "cpu" else (lambda t: t.to(device))
+    namespace: Dict[str, Any] = {"T": T, "F": F, "np": np,
+                                 "make_input": lambda *a: place(make_input(*a))}
     if program.uses_custom_ops():
         namespace.update(custom_ops(program.framework))
     if program.uses_module():
-        namespace["fuzz_mod"] = fuzz_module(program.framework)
+        namespace["fuzz_mod"] = fuzz_module(program.framework, device)
     namespace.update(extra or {})
     source = program.body()
     filename = f"<fuzz-program-{abs(hash(source))}>"
@@ -225,14 +234,26 @@ def custom_ops(framework: str) -> Dict[str, Any]:
 _MODULES: Dict[str, Any] = {}
 
 
-def fuzz_module(framework: str) -> Any:
-    """The ``fuzz_mod`` factory for ``framework``, defined once per process."""
+def fuzz_module(framework: str, device: str = "cpu") -> Any:
+    """The ``fuzz_mod`` factory for ``framework`` on ``device``, defined once per process."""
     if framework not in _MODULES:
         T, _ = framework_modules(framework)
         ns: Dict[str, Any] = {"T": T, "np": np}
         exec(MODULE_SRC, ns)
         _MODULES[framework] = ns["fuzz_mod"]
-    return _MODULES[framework]
+    if device == "cpu":
+        return _MODULES[framework]
+    key = f"{framework}:{device}"
+    if key not in _MODULES:
+        moved: Dict[int, Any] = {}
+        make = _MODULES[framework]
+
+        def on_device(n: int) -> Any:
+            if n not in moved:  # a copy: the generator keeps the CPU module in this process
+                moved[n] = copy.deepcopy(make(n)).to(device)
+            return moved[n]
+        _MODULES[key] = on_device
+    return _MODULES[key]
 
 
 def as_tuple(result: Any) -> tuple:
@@ -271,7 +292,11 @@ def repro_source(program: Program, backend: str, note: str = "") -> str:
         parts += [CUSTOM_OPS_SRC.format(fw=program.framework), "\n\n"]
     if program.uses_module():
         parts += [MODULE_SRC, "\n\n"]
-    parts += [inspect.getsource(make_input), "\n\n", inspect.getsource(as_tuple), "\n\n",
+    parts += [inspect.getsource(make_input), "\n\n"]
+    if DEVICE != "cpu":
+        parts += ["_make_cpu_input = make_input\n\n\n",
+                  f"def make_input(*args):\n    return _make_cpu_input(*args).to({DEVICE!r})\n\n\n"]
+    parts += [inspect.getsource(as_tuple), "\n\n",
               program.inputs_source(), "\n\n",
               program.body(), "\n\n",
               "expected = as_tuple(program(*inputs()))\n",

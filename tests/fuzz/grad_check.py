@@ -28,7 +28,7 @@ import numpy as np
 
 from fuzz_check import Outcome, _first, compare, to_numpy as _np
 from fuzz_gen import FLOATS, dtype_name
-from fuzz_program import Program, build_function, framework_modules
+from fuzz_program import DEVICE, Program, build_function, framework_modules
 from grad_gen import grad_ops, make_grad_input, replay_grad, requires_grad
 
 ENTRIES = ("reference", "auto", "framework", "triton")
@@ -85,7 +85,8 @@ def backward_loss(outs: Any, seed: int, every_output: bool = False) -> Optional[
         out = outs[k]
         rng = np.random.default_rng(seed * 31 + k)
         cot = np.asarray(rng.standard_normal(tuple(out.shape)), dtype=np.float32)
-        term = (out.float() * module_of(out).from_numpy(cot)).sum()
+        cot = module_of(out).from_numpy(cot)
+        term = (out.float() * (cot if DEVICE == "cpu" else cot.to(out.device))).sum()
         loss = term if loss is None else loss + term
     return loss
 
@@ -106,7 +107,7 @@ class Harness:
         #: same): through that entry point every output is in the loss
         self.every_output = every_output_for(entry, program.framework)
         self.T, _ = framework_modules(self.fw)
-        self._make = lambda spec: make_grad_input(self.T, spec)
+        self._make = lambda spec: make_grad_input(self.T, spec, DEVICE)
         self.fn, _ = build_function(program, grad_ops(self.fw))
         specs = {s.name: s for s in program.inputs}
         self.params = [n for n in program.meta.get("params", ()) if n in specs

@@ -69,9 +69,10 @@ def requires_grad(spec: InputSpec) -> bool:
     return spec.dtype in FLOATS and spec.seed % 7 != 0
 
 
-def make_grad_input(T: Any, spec: InputSpec) -> Any:
+def make_grad_input(T: Any, spec: InputSpec, device: str = "cpu") -> Any:
     from fuzz_program import make_input
     t = make_input(T, spec.shape, spec.dtype, spec.seed, spec.special, spec.layout)
+    t = t if device == "cpu" else t.to(device)
     return t.requires_grad_(True) if requires_grad(spec) else t
 
 
