@@ -174,7 +174,10 @@ _record("div", signature=div, meta=div_meta,
         triton_integer=low.div_triton_integer,
         declines={"triton": dec.div_floor_declines, "tilelang": dec.div_tilelang_declines},
         traits={"self_constant", "torch_opmath_scalar"})
-_unary("neg", reference="(-{a})", triton="(-{a})", tilelang="(-{a})", meta=same_dtype,
+# Triton 3.6 compiles a float ``-x`` as ``0 - x`` for a GPU: -(+0.0) came out +0.0 (H200,
+# benchmarks/triton_special_values_gpu.py); ``x * -1.0`` flips the sign bit.
+_unary("neg", reference="(-{a})", triton="({a} * -1.0)", triton_integer="(-{a})",
+       tilelang="(-{a})", meta=same_dtype,
        spell={"op": "neg", "extra": ("tensorplay:negative", "torch:negative", "method:negative")})
 _unary("abs", reference="np.abs({a})", triton="tl.abs({a})", tilelang=low.TL_ABS, meta=same_dtype,
        spell={"op": "abs"})
@@ -234,7 +237,7 @@ _unary("tanh", reference="np.tanh({a})", triton="(2.0 * tl.sigmoid(2.0 * {a}) - 
 _unary("sigmoid", reference="(1.0 / (1.0 + np.exp(-{a})))", triton="tl.sigmoid({a})",
        tilelang="T.sigmoid({a})", spell={"nn": True}, traits=_TRANSCENDENTAL,
        reference_float64=f"(1.0 / (1.0 + {_EXP32_NEG}))")
-_unary("relu", reference="_pick({a}, 0, {a} < 0)", triton="tl.where({a} < 0, 0, {a})",
+_unary("relu", reference="_pick({a}, 0, {a} < 0)", triton=low.relu_triton,
        tilelang="T.if_then_else({a} < 0, 0.0, {a})", meta=same_dtype, spell={"nn": True})
 _unary("silu", reference="({a} / (1.0 + np.exp(-{a})))", triton="({a} * tl.sigmoid({a}))",
        tilelang="({a} * T.sigmoid({a}))", spell={"nn": True}, traits=_TRANSCENDENTAL,

@@ -255,6 +255,17 @@ def round16_triton(x: str, dtype: str) -> str:
     return f"{x}.to(tl.float16).to(tl.float32)"
 
 
+def _gpu_triton() -> bool:
+    """Whether Triton templates render for a GPU compile (not Triton's interpreter, which runs
+    CPU tensors and so follows CPU eager)."""
+    return os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
+
+
+def relu_triton(a):
+    """CUDA eager's relu gives 0.0 for -0.0 (``max(x, 0)``), CPU eager's keeps -0.0."""
+    return f"tl.where({a} <= 0, 0, {a})" if _gpu_triton() else f"tl.where({a} < 0, 0, {a})"
+
+
 def cast(backend: str):
     def render(a, dtype):
         if backend == "reference":
@@ -263,6 +274,10 @@ def cast(backend: str):
         if backend == "triton":
             if dtype in HALF_FLOATS:  # round to the narrow dtype, compute in fp32
                 return round16_triton(a, dtype)
+            if dtype != "bool" and not dtype.startswith("float") and _gpu_triton():
+                # CUDA converts NaN to 0; LLVM folds a NaN known at compile time (``nan * x``)
+                # to poison, which came out 16776288 on the H200
+                a = f"tl.where({a} != {a}, 0, {a})"
             return f"{a}.to(tl.{'int1' if dtype == 'bool' else dtype})"
         return f"T.Cast({dtype!r}, {a})"
     return render

@@ -48,6 +48,14 @@ def check_ident(name: str, what: str = "identifier") -> str:
     return name
 
 
+#: -0.0 spelled from its bits: Triton 3.6 turns a -0.0 constant (a literal, or constexpr
+#: arithmetic such as ``0.0 * -1.0``) into +0.0 when it compiles for a GPU, so ``x / -0.0``
+#: came out with the wrong sign of infinity (measured on the H200:
+#: benchmarks/triton_special_values_gpu.py). A 0-d tensor: it broadcasts and promotes as an
+#: fp32 scalar does.
+NEG_ZERO = "tl.full((), -2147483648, tl.int32).to(tl.float32, bitcast=True)"
+
+
 def literal(value) -> str:
     """Source text of a Python scalar constant (bool, int or float; inf/nan handled)."""
     if isinstance(value, bool):
@@ -59,6 +67,8 @@ def literal(value) -> str:
             return "float('nan')"
         if math.isinf(value):
             return "float('inf')" if value > 0 else "float('-inf')"
+        if value == 0.0 and math.copysign(1.0, value) < 0:
+            return NEG_ZERO
         return repr(value)
     raise LoweringError(f"triton backend: constant {value!r} of type {type(value).__name__} "
                         "cannot be embedded in a kernel (only bool/int/float)")
