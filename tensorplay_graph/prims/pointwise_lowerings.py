@@ -4,8 +4,9 @@ Templates are over canonical arguments (operands as expression names or Python s
 
 * ``reference`` -- NumPy expression, evaluated with ``REFERENCE_NAMESPACE``; the caller
   casts the result to the node's dtype.
-* ``triton`` -- Triton expression over fp32 values (no libdevice: ``tanh`` via
-  ``sigmoid``, ``erf`` via Abramowitz-Stegun 7.1.26, |error| < 1.5e-7).
+* ``triton`` -- Triton expression over fp32 values (``tanh`` via ``sigmoid``, ``erf`` via
+  Abramowitz-Stegun 7.1.26, |error| < 1.5e-7; libdevice only where a GPU compile needs
+  CUDA eager's own routine: ``pow``).
 * ``tilelang`` -- TileLang ``T.*`` expression.
 
 The checks beside them (``*_declines``, the cases where a template exists but cannot match
@@ -120,6 +121,11 @@ def pow_triton(a, b):
                  -1: "(1.0 / {a})", -0.5: "(1.0 / tl.sqrt({a}))"}
         if b in small:
             return small[b].format(a=a)
+    if _gpu_triton():
+        # CUDA eager's pow is libdevice's (C99 special cases included); the exp2 / log2 form
+        # below is 6.6 ulp off it at worst on the H200, libdevice's 0.7 (measured:
+        # benchmarks/triton_special_values_gpu.py; fuzz seed 101040152)
+        return f"libdevice.pow({a}, {b})"
     if is_scalar(a) and a > 0:  # scalar ** tensor: the log is a constant
         if a == 1:
             return f"tl.where({b} == {b}, 1.0, 1.0)"

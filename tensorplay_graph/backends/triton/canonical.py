@@ -21,7 +21,7 @@ import re
 import tokenize
 from typing import Dict, List, Set, Tuple
 
-_KEEP = frozenset({"tl", "triton"}) | frozenset(dir(builtins))
+_KEEP = frozenset({"tl", "triton", "libdevice"}) | frozenset(dir(builtins))
 _PLACEHOLDER = "__tpg_kernel__"
 
 

@@ -27,6 +27,7 @@ def header(desc: KernelDesc, layout_text: str) -> List[str]:
         "(broadcast operands are read once per cache line, so this is an upper bound)",
         "import triton",
         "import triton.language as tl",
+        "from triton.language.extra import libdevice",
         "",
         "",
     ]

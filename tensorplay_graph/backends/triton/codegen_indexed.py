@@ -303,7 +303,8 @@ class IndexedKernel:
             + "; views and concatenations are index arithmetic",
             f"# inputs: {', '.join(names) or 'none'}",
             f"# outputs: {', '.join(out_names)}",
-            "import triton", "import triton.language as tl", "", "",
+            "import triton", "import triton.language as tl",
+            "from triton.language.extra import libdevice", "", "",
         ]
         pitches = [p[1] for p in params if p[0] == "const"]
         lines += signature_lines(self.name, texts, ["BLOCK_SIZE"], unspecialized=pitches)
