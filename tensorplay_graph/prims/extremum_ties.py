@@ -20,7 +20,6 @@ keeps eager's operand or declines.
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any, Optional
 
 from ..ir.meta import TensorMeta
@@ -42,7 +41,8 @@ def scalar_loop_bytes() -> int:
 
 
 def _interpreter() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    from .pointwise_lowerings import gpu_triton
+    return not gpu_triton()
 
 
 def _tie_rule_unknown(out: TensorMeta) -> Optional[str]:

@@ -121,7 +121,7 @@ def pow_triton(a, b):
                  -1: "(1.0 / {a})", -0.5: "(1.0 / tl.sqrt({a}))"}
         if b in small:
             return small[b].format(a=a)
-    if _gpu_triton():
+    if gpu_triton():
         # CUDA eager's pow is libdevice's (C99 special cases included); the exp2 / log2 form
         # below is 6.6 ulp off it at worst on the H200, libdevice's 0.7 (measured:
         # benchmarks/triton_special_values_gpu.py; fuzz seed 101040152)
@@ -261,7 +261,7 @@ def round16_triton(x: str, dtype: str) -> str:
     return f"{x}.to(tl.float16).to(tl.float32)"
 
 
-def _gpu_triton() -> bool:
+def gpu_triton() -> bool:
     """Whether Triton templates render for a GPU compile (not Triton's interpreter, which runs
     CPU tensors and so follows CPU eager)."""
     return os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
@@ -269,7 +269,7 @@ def _gpu_triton() -> bool:
 
 def relu_triton(a):
     """CUDA eager's relu gives 0.0 for -0.0 (``max(x, 0)``), CPU eager's keeps -0.0."""
-    return f"tl.where({a} <= 0, 0, {a})" if _gpu_triton() else f"tl.where({a} < 0, 0, {a})"
+    return f"tl.where({a} <= 0, 0, {a})" if gpu_triton() else f"tl.where({a} < 0, 0, {a})"
 
 
 def cast(backend: str):
@@ -280,7 +280,7 @@ def cast(backend: str):
         if backend == "triton":
             if dtype in HALF_FLOATS:  # round to the narrow dtype, compute in fp32
                 return round16_triton(a, dtype)
-            if dtype != "bool" and not dtype.startswith("float") and _gpu_triton():
+            if dtype != "bool" and not dtype.startswith("float") and gpu_triton():
                 # CUDA converts NaN to 0; LLVM folds a NaN known at compile time (``nan * x``)
                 # to poison, which came out 16776288 on the H200
                 a = f"tl.where({a} != {a}, 0, {a})"

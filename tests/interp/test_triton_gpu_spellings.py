@@ -25,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("strict")
 
 @pytest.fixture
 def gpu_spellings(monkeypatch):
-    monkeypatch.setattr(pointwise_lowerings, "_gpu_triton", lambda: True)
+    monkeypatch.setattr(pointwise_lowerings, "gpu_triton", lambda: True)
 
 
 def _bits(t):
