@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..frameworks import adapter_for, is_parameter
+from ..frameworks import is_parameter
 
 ON = "on: static shapes, every tensor on CUDA, no host syncs or host-side ops"
 #: A replay saves the CPU cost of the launches it replaces -- about 5 us each (a one-kernel

@@ -20,7 +20,7 @@ keeps eager's operand or declines.
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional
+from typing import Optional
 
 from ..ir.meta import TensorMeta
 
