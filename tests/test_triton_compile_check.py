@@ -127,6 +127,24 @@ def test_pow_with_python_number_exponents_compiles_for_hopper():
         assert check_plan(step.plan, metas)["cubin_bytes"] > 0
 
 
+def test_gpu_spellings_of_special_values_compile_for_hopper():
+    # -0.0 from its bits, neg as x * -1.0, relu(-0.0) = 0.0, pow through libdevice
+    # (tests/interp/test_triton_gpu_spellings.py runs them; they are the GPU's here)
+    def program(b, x):
+        return (b.call(operator.truediv, x, -0.0), b.call(torch.where, b.call(operator.gt, x, 0.0),
+                                                          -0.0, x),
+                b.call(operator.neg, x), b.call(torch.relu, x), b.call(torch.pow, x, x))
+
+    steps = plan_region(build(program, torch.randn(4, 8)))
+    assert steps
+    for step in steps:
+        metas = [(tuple(n.meta["tensor_meta"].shape), n.meta["tensor_meta"].stride) for n in step.inputs]
+        result = check_plan(step.plan, metas)
+        assert result["cubin_bytes"] > 0
+        assert "0f80000000" in result["ptx"].lower() or "-0f" in result["ptx"].lower() \
+            or "0x80000000" in result["ptx"].lower(), "no -0.0 constant in the PTX"
+
+
 def test_strict_fuzz_kernels_compile_for_hopper():
     # Strict-lowering fuzz findings (6000000+): a constant-index view broadcast (one scalar
     # load, no block mask), an all-empty cat (a zeros block), a column amin / amax of a

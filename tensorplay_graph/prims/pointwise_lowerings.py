@@ -28,7 +28,10 @@ TL_INF = 'T.infinity("float32")'
 
 def add_tpl(sign: str, mul: str = "*"):
     def render(a, b, alpha=1):
-        return f"({a} {sign} {b})" if alpha == 1 else f"({a} {sign} {alpha!r} {mul} {b})"
+        if alpha == 1:
+            return f"({a} {sign} {b})"
+        factor = alpha if isinstance(alpha, str) else repr(alpha)  # text: inf, nan, -0.0
+        return f"({a} {sign} {factor} {mul} {b})"
     return render
 
 

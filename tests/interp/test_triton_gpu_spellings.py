@@ -11,13 +11,16 @@ arithmetic) checks that they compute CUDA eager's values. On the GPU itself:
 
 from __future__ import annotations
 
+import io
 import math
+import tokenize
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import tensorplay_graph as tpg  # noqa: E402
+from tensorplay_graph.backends.triton import cache as triton_cache  # noqa: E402
 from tensorplay_graph.prims import pointwise_lowerings  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("strict")
@@ -45,8 +48,21 @@ def test_a_nan_cast_to_an_integer_is_zero_as_in_cuda_eager(gpu_spellings):
     assert got.tolist() == [3, -5, 0, 14]  # CUDA: NaN -> 0 (CPU eager: INT_MIN)
 
 
-@pytest.mark.parametrize("fn", [lambda v: v / -0.0, lambda v: torch.where(v > 0, -0.0, v),
-                                lambda v: -(v * 0.0), lambda v: v * -0.0])
-def test_negative_zero_keeps_its_sign(fn):
+def _negative_zero_literals(source: str) -> int:
+    """How many times ``source`` spells a unary ``-0.0`` (what Triton 3.6 compiles to +0.0)."""
+    tokens = [t for t in tokenize.generate_tokens(io.StringIO(source).readline)
+              if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT)]
+    return sum(1 for before, minus, number in zip(tokens, tokens[1:], tokens[2:])
+               if minus.string == "-" and number.type == tokenize.NUMBER
+               and float(number.string) == 0.0 and before.type == tokenize.OP
+               and before.string not in (")", "]"))
+
+
+@pytest.mark.parametrize("fn", [lambda v: v / -0.0 + 3.25, lambda v: torch.where(v > 0, -0.0, v),
+                                lambda v: -(v * 0.0) * 3.5, lambda v: v * -0.0 - 1.25])
+def test_negative_zero_keeps_its_sign(fn, monkeypatch, tmp_path):
+    monkeypatch.setattr(triton_cache, "_DEFAULT", triton_cache.KernelCache(tmp_path))
     x = torch.tensor([1.5, -2.0, 0.0, 3.0])
     assert _bits(tpg.compile(fn, backend="triton")(x)) == _bits(fn(x))
+    sources = [p.read_text() for p in tmp_path.rglob("*.py")]
+    assert sources and all(_negative_zero_literals(s) == 0 for s in sources), sources

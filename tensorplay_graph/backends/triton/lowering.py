@@ -53,7 +53,10 @@ class Step:
 
 
 def _scalar(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
+    """A scalar operand as templates take it: a number, or source text where the number's
+    own text would not compile to its value (inf / nan, and -0.0: ``kernel_desc.NEG_ZERO``)."""
+    if isinstance(value, float) and (not math.isfinite(value) or
+                                     (value == 0.0 and math.copysign(1.0, value) < 0)):
         return literal(value)
     return value
 
