@@ -58,7 +58,7 @@ class CpuGraphs:
         for static, new in zip(graph["outs"], _tensors(graph["fn"](*[a() for a in graph["args"]]))):
             # an expanded output (stride 0) repeats its elements: write each one once
             for dim, stride in enumerate(static.stride()):
-                if stride == 0:
+                if stride == 0 and static.shape[dim] > 1:
                     static, new = static.narrow(dim, 0, 1), new.narrow(dim, 0, 1)
             static.copy_(new)
         pool = graph["pool"]
