@@ -211,3 +211,24 @@ def test_row_copy_kernel_compiles_for_hopper():
                       attrs={(i,): [["tt.divisibility", 16]] for i in range(3)}),
             target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
         assert "st.global.v4.b32" in compiled.asm["ptx"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32, torch.int64])
+def test_gpu_division_and_integer_casts_compile_for_hopper(dtype):
+    # correctly rounded division (libdevice.div_rn, fp32 and fp64; integers divide as float32)
+    # and a NaN cast to int32 / int64 written out as CUDA eager's value
+    def program(b, x):
+        q = b.call(operator.truediv, x, 3)
+        return (q, b.call(torch.div, x, 2.5, rounding_mode="floor"),
+                b.call(torch.div, x, -0.0, rounding_mode="trunc"),
+                b.call(operator.truediv, x, x), b.call(torch.pow, q, 4), b.call(torch.pow, 2, q),
+                b.call(torch.pow, q, q))
+
+    x = torch.arange(1, 33).reshape(4, 8).to(dtype)
+    steps = plan_region(build(program, x))
+    assert steps
+    for step in steps:
+        metas = [(tuple(n.meta["tensor_meta"].shape), n.meta["tensor_meta"].stride) for n in step.inputs]
+        result = check_plan(step.plan, metas)
+        assert result["cubin_bytes"] > 0
+        assert "div.rn.f" in result["ptx"], "division is not correctly rounded"

@@ -125,12 +125,14 @@ def cast(a, dtype): ...
 
 
 def _record(name, *, signature, meta, spellings, reference, triton, tilelang,
-            reference_float64=None, triton_integer=None, **kw):
+            reference_float64=None, triton_integer=None, triton_float64=None, **kw):
     lowerings = {"reference": reference, "triton": triton, "tilelang": tilelang}
     if reference_float64 is not None:  # float32 operands computed in float64 (record.TRAITS)
         lowerings["reference_float64"] = reference_float64
     if triton_integer is not None:  # the template for integer operands (exact arithmetic)
         lowerings["triton_integer"] = triton_integer
+    if triton_float64 is not None:  # the template for a float64 result (libdevice's routines
+        lowerings["triton_float64"] = triton_float64  # take operands of one dtype)
     return register(Prim(name=name, kind="pointwise", signature=signature, meta=meta,
                          spellings=spellings, lowerings=lowerings, **kw))
 
@@ -171,7 +173,7 @@ _record("div", signature=div, meta=div_meta,
         spellings=_spell("div", op="truediv", extra=("tensorplay:true_divide", "torch:true_divide",
                                                      "method:true_divide", "torch:divide")),
         reference=low.div_ref, triton=low.div_triton, tilelang=low.div_tilelang, aliases={"other": "b"},
-        triton_integer=low.div_triton_integer,
+        triton_integer=low.div_triton_integer, triton_float64=low.div_triton_float64,
         declines={"triton": dec.div_floor_declines, "tilelang": dec.div_tilelang_declines},
         traits={"self_constant", "torch_opmath_scalar"})
 # Triton 3.6 compiles a float ``-x`` as ``0 - x`` for a GPU: -(+0.0) came out +0.0 (H200,
@@ -182,6 +184,7 @@ _unary("neg", reference="(-{a})", triton="({a} * -1.0)", triton_integer="(-{a})"
 _unary("abs", reference="np.abs({a})", triton="tl.abs({a})", tilelang=low.TL_ABS, meta=same_dtype,
        spell={"op": "abs"})
 _binary("pow", reference=low.pow_ref, triton=low.pow_triton, tilelang="T.pow({a}, {b})",
+        triton_float64=low.pow_triton_float64,
         meta=left_scalar_as_tensor, spell={"op": "pow"},
         declines={"triton": dec.pow_triton_declines},
         traits={"transcendental", "tensorplay_opmath_scalar"})

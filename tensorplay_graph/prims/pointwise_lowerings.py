@@ -62,15 +62,31 @@ def div_triton_integer(a, b, rounding_mode=None):
     82001065). Floor is declined (``div_floor_declines``); true division is float."""
     if rounding_mode == "trunc":
         return f"({a} // {b})"
+    if gpu_triton():  # float32, as eager's true division of integers (``div_rn`` takes floats)
+        a, b = f"(({a}) * 1.0)", f"(({b}) * 1.0)"
     return div_triton(a, b, rounding_mode)
 
 
 def div_triton(a, b, rounding_mode=None):
-    q = f"({a} / {b})"
+    """float32 (and 16-bit, computed in float32). CUDA eager divides correctly rounded;
+    Triton's float32 ``/`` on a GPU is ``div.full`` (2 ulp): ``(x / x).int()`` gave 0 where
+    eager gives 1 (GPU fuzz seed 101120120)."""
+    if gpu_triton():  # libdevice takes no integer operand: a Python int as a float
+        a, b = (repr(float(v)) if isinstance(v, int) else v for v in (a, b))
+        return _rounded(f"libdevice.div_rn({a}, {b})", rounding_mode)
+    return _rounded(f"({a} / {b})", rounding_mode)
+
+
+def div_triton_float64(a, b, rounding_mode=None):
+    """A float64 result: Triton's ``/`` is correctly rounded there (``div.rn.f64``)."""
+    return _rounded(f"({a} / {b})", rounding_mode)
+
+
+def _rounded(q: str, rounding_mode: Any) -> str:
     if rounding_mode == "floor":
-        return f"tl.floor{q}"
+        return f"tl.floor({q})"
     if rounding_mode == "trunc":
-        return f"tl.where({q} < 0, tl.ceil{q}, tl.floor{q})"
+        return f"tl.where({q} < 0, tl.ceil({q}), tl.floor({q}))"
     return q
 
 
@@ -114,7 +130,13 @@ def gelu(backend: str):
     return render
 
 
-def pow_triton(a, b):
+def pow_triton_float64(a, b):
+    """A float64 result: libdevice's ``pow`` would need both operands float64 (a Python
+    exponent is float32 to Triton); the exp2 / log2 form in float64 is well within tolerance."""
+    return pow_triton(a, b, libdevice=False)
+
+
+def pow_triton(a, b, libdevice=True):
     """C99 / torch ``pow`` special cases: x**0 == 1 and 1**y == 1 (NaN included),
     (-1)**+-inf == 1, signed zeros and infinities, negative base with an integer exponent."""
     if is_scalar(b) and not is_scalar(a):
@@ -124,10 +146,11 @@ def pow_triton(a, b):
                  -1: "(1.0 / {a})", -0.5: "(1.0 / tl.sqrt({a}))"}
         if b in small:
             return small[b].format(a=a)
-    if gpu_triton():
+    if libdevice and gpu_triton():
         # CUDA eager's pow is libdevice's (C99 special cases included); the exp2 / log2 form
         # below is 6.6 ulp off it at worst on the H200, libdevice's 0.7 (measured:
         # benchmarks/triton_special_values_gpu.py; fuzz seed 101040152)
+        a, b = (repr(float(v)) if isinstance(v, int) else v for v in (a, b))
         return f"libdevice.pow({a}, {b})"
     if is_scalar(a) and a > 0:  # scalar ** tensor: the log is a constant
         if a == 1:
@@ -275,6 +298,10 @@ def relu_triton(a):
     return f"tl.where({a} <= 0, 0, {a})" if gpu_triton() else f"tl.where({a} < 0, 0, {a})"
 
 
+#: A NaN cast to these integers on CUDA (GPU fuzz: H200, torch 2.11); other widths not measured.
+_CUDA_NAN_AS = {"int32": "0", "int64": "-9223372036854775808.0"}
+
+
 def cast(backend: str):
     def render(a, dtype):
         if backend == "reference":
@@ -283,10 +310,10 @@ def cast(backend: str):
         if backend == "triton":
             if dtype in HALF_FLOATS:  # round to the narrow dtype, compute in fp32
                 return round16_triton(a, dtype)
-            if dtype != "bool" and not dtype.startswith("float") and gpu_triton():
-                # CUDA converts NaN to 0; LLVM folds a NaN known at compile time (``nan * x``)
-                # to poison, which came out 16776288 on the H200
-                a = f"tl.where({a} != {a}, 0, {a})"
+            if dtype in _CUDA_NAN_AS and gpu_triton():
+                # LLVM folds the cast of a NaN known at compile time (``nan * x``) to poison:
+                # 16776288 on the H200; CUDA eager's value, written out, survives
+                a = f"tl.where({a} != {a}, {_CUDA_NAN_AS[dtype]}, {a})"
             return f"{a}.to(tl.{'int1' if dtype == 'bool' else dtype})"
         return f"T.Cast({dtype!r}, {a})"
     return render

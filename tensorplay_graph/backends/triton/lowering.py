@@ -164,6 +164,9 @@ def _emit_node(em: Emitter, node: Any, var: str, var_of: Dict[Any, str], n: int)
                       for k, v in mapped.items()}
         variant = "triton_integer" if common is not None and \
             prim.lowering("triton_integer") is not None else "triton"
+        if variant == "triton" and tm.dtype == "float64" and \
+                prim.lowering("triton_float64") is not None:
+            variant = "triton_float64"
         expr = prim.render(variant, **mapped)
         if literal_integers(prim, args, tm.dtype):
             # Triton types int literals int32 (``where(c, -1, -1)``); eager's result is int64
