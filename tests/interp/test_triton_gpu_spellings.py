@@ -42,10 +42,12 @@ def test_relu_of_negative_zero_is_positive_zero_as_in_cuda_eager(gpu_spellings):
     assert _bits(got) == _bits(torch.tensor([0.0, 0.0, 0.0, 2.0, float("nan")]))
 
 
-def test_a_nan_cast_to_an_integer_is_zero_as_in_cuda_eager(gpu_spellings):
+def test_a_nan_cast_to_an_integer_is_cuda_eagers_value(gpu_spellings):
     x = torch.tensor([1.5, -2.5, float("nan"), 7.0])
     got = tpg.compile(lambda v: (v * 2.0).int(), backend="triton")(x)
     assert got.tolist() == [3, -5, 0, 14]  # CUDA: NaN -> 0 (CPU eager: INT_MIN)
+    got = tpg.compile(lambda v: (v * 2.0).long(), backend="triton")(x)
+    assert got.tolist() == [3, -5, -2 ** 63, 14]  # CUDA: NaN -> INT64_MIN (GPU fuzz 101120048)
 
 
 def _negative_zero_literals(source: str) -> int:
