@@ -75,7 +75,9 @@ def _pow(e, g, out, a, b):
             base = e.mul(e.mul(g, b), e.pow(a, e.sub(b, 1.0)))
             # torch defines it as 0 where b == 0 (0 * 0**-1 would be NaN); TensorPlay does not
             grads["a"] = e.where(e.eq(b, 0), 0.0, base) if e.framework == "torch" else base
-        elif b == 0:
+        elif b == 0 and e.framework == "torch":
+            # torch's pow_backward returns zeros for a 0 exponent; TensorPlay computes
+            # 0 * a**-1, NaN where a is 0 or NaN (fuzz seed 101310153)
             grads["a"] = _zero_gradient(e, g)
         else:
             power = e.pow(a, b - 1) if b - 1 != 1 else a

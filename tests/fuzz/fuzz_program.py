@@ -280,6 +280,15 @@ def framework_modules(framework: str) -> Tuple[Any, Any]:
     return tensorplay, tensorplay.nn.functional
 
 
+def device_source() -> str:
+    """Repro text after ``make_input``: ``DEVICE`` and, off the CPU, inputs moved there."""
+    text = f"DEVICE = {DEVICE!r}\n\n\n"
+    if DEVICE != "cpu":
+        text += ("_make_cpu_input = make_input\n\n\n"
+                 "def make_input(*args):\n    return _make_cpu_input(*args).to(DEVICE)\n\n\n")
+    return text
+
+
 def repro_source(program: Program, backend: str, note: str = "") -> str:
     """A self-contained Python snippet: definitions, the program, eager vs compiled."""
     parts = [f"# fuzz repro: framework={program.framework} backend={backend} "
@@ -292,11 +301,7 @@ def repro_source(program: Program, backend: str, note: str = "") -> str:
         parts += [CUSTOM_OPS_SRC.format(fw=program.framework), "\n\n"]
     if program.uses_module():
         parts += [MODULE_SRC, "\n\n"]
-    parts += [inspect.getsource(make_input), "\n\n"]
-    if DEVICE != "cpu":
-        parts += ["_make_cpu_input = make_input\n\n\n",
-                  f"def make_input(*args):\n    return _make_cpu_input(*args).to({DEVICE!r})\n\n\n"]
-    parts += [inspect.getsource(as_tuple), "\n\n",
+    parts += [inspect.getsource(make_input), "\n\n", device_source(), inspect.getsource(as_tuple), "\n\n",
               program.inputs_source(), "\n\n",
               program.body(), "\n\n",
               "expected = as_tuple(program(*inputs()))\n",

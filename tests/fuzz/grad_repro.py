@@ -13,7 +13,7 @@ import re
 from typing import Tuple
 
 from fuzz_check import Outcome, shrink
-from fuzz_program import CUSTOM_OPS_SRC, Program, make_input
+from fuzz_program import CUSTOM_OPS_SRC, Program, device_source, make_input
 
 ENTRY_SOURCE = {
     "reference": "tpg.compile({target}, backend='reference')",
@@ -59,7 +59,8 @@ def grad_repro_source(program: Program, entry: str, note: str = "") -> str:
         parts += [CUSTOM_OPS_SRC.format(fw=program.framework), "\n\n"]
     if "fuzz_gaffine" in program.body():
         parts += [GRAD_OPS_SRC.format(fw=program.framework), "\n\n"]
-    parts += [inspect.getsource(make_input), "\n\n", inspect.getsource(backward_loss), "\n\n",
+    parts += [inspect.getsource(make_input), "\n\n", device_source(),
+              inspect.getsource(backward_loss), "\n\n",
               "def module_of(t):\n    return T\n\n\n",
               "def differentiable(t):\n    return getattr(t, 'requires_grad', False) and "
               "t.dtype in (T.float32, T.float16, T.bfloat16)\n\n\n",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 
 from fuzz_check import run_and_report
@@ -17,6 +18,8 @@ from fuzz_program import Program, Stmt
 from grad_check import check_grad, entry_for
 from grad_gen import generate_grad
 from grad_repro import grad_repro_source
+
+import tensorplay_graph as tpg
 
 BUDGET = {"torch": 100, "tensorplay": 100}
 SHRINK_S, SHRINK_TOTAL_S = 5.0, 8.0
@@ -213,3 +216,22 @@ def test_tp_compile_graph_spelling_silu_out_is_a_frontend_skip():
     outcome = check_grad(program, "framework")
     assert outcome.status == "skip" and "graph run as is" in outcome.detail, outcome
     assert check_grad(program, "reference").status == "ok"
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorplay"])
+def test_pow_with_a_zero_exponent_differentiates_as_each_framework(framework):
+    # Seed 101310153 (TensorPlay): ``layer_norm(x0, (1,), w) ** -0.0``. torch's backward of a
+    # 0 exponent is zeros; TensorPlay's computes 0 * a**-1, NaN at a == 0 (the normalized
+    # values here). The VJP rule took torch's shortcut for both.
+    pytest.importorskip(framework)
+    T = pytest.importorskip(framework)
+    for value in (0.0, 2.0, float("nan")):
+        a = T.from_numpy(np.array([value, 3.0], np.float32)).requires_grad_(True)
+        (a ** -0.0).sum().backward()
+        b = T.from_numpy(np.array([value, 3.0], np.float32)).requires_grad_(True)
+        tpg.compile(lambda x: x ** -0.0 * 1.0, backend="reference")(b).sum().backward()
+        want, got = a.grad.numpy(), b.grad.numpy()
+        assert np.array_equal(np.isnan(want), np.isnan(got)) and \
+            np.array_equal(want[~np.isnan(want)], got[~np.isnan(got)]), (value, want, got)
+    if framework == "tensorplay":
+        assert check_grad(generate_grad(101310153, "tensorplay"), "reference").status == "ok"
