@@ -6,7 +6,9 @@ Templates are over canonical arguments (operands as expression names or Python s
   casts the result to the node's dtype.
 * ``triton`` -- Triton expression over fp32 values (``tanh`` via ``sigmoid``, ``erf`` via
   Abramowitz-Stegun 7.1.26, |error| < 1.5e-7; libdevice only where a GPU compile needs
-  CUDA eager's own routine: ``pow``).
+  CUDA eager's own routine: ``pow``, correctly rounded ``div``). ``triton_integer`` /
+  ``triton_float64`` variants, where a record has them, take integer operands / a float64
+  result.
 * ``tilelang`` -- TileLang ``T.*`` expression.
 
 The checks beside them (``*_declines``, the cases where a template exists but cannot match
