@@ -232,11 +232,23 @@ def _dummy_args(p):
     return args
 
 
-def test_triton_templates_avoid_libdevice():
+#: Prims whose GPU template calls CUDA eager's own libdevice routine (``pow``; ``div``: the
+#: correctly rounded division) -- never under Triton's interpreter.
+LIBDEVICE_ON_GPU = {"pow", "div"}
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_triton_templates_use_libdevice_only_where_cuda_eager_does(monkeypatch, gpu):
+    from tensorplay_graph.prims import pointwise_lowerings
+    monkeypatch.setattr(pointwise_lowerings, "gpu_triton", lambda: gpu)
+    used = set()
     for p in prims.all_prims():
         if p.kind == "pointwise":
             text = p.render("triton", **_dummy_args(p))
-            assert "libdevice" not in text and "tl.math.tanh" not in text and "tl.erf" not in text, p.name
+            assert "tl.math.tanh" not in text and "tl.erf" not in text, p.name
+            if "libdevice" in text:
+                used.add(p.name)
+    assert used == (LIBDEVICE_ON_GPU if gpu else set())
 
 
 @pytest.mark.parametrize("a,b,want", [("uint8", "int8", "int16"), ("float16", "bfloat16", "float32"),
