@@ -29,6 +29,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any, Callable, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
@@ -36,11 +37,39 @@ sys.path.insert(0, str(ROOT))
 logger = logging.getLogger("fuzz")
 
 
-def worker(args: argparse.Namespace) -> None:
-    """Check seeds [start, stop) and print one JSON line per event (parent parses them)."""
-    from fuzz_check import Outcome, check, shrink
+class SeedJob(NamedTuple):
+    """One seed's program and how to check it, shrink a failure and write its repro."""
+
+    entry: str
+    program: Any
+    run: Callable[[Any], Any]
+    shrink: Callable[[Any, Any], Any]
+    source: Callable[[Any, str], str]
+
+
+def seed_job(seed: int, framework: str, backend: str, grad: bool, shrink_s: float,
+             big: bool = False) -> SeedJob:
+    """The output program of ``seed`` through ``backend``, or with ``grad`` its training
+    program through ``backend`` (``rotate``: ``grad_check.entry_for(seed)``)."""
+    if grad:
+        from grad_check import check_grad, entry_for
+        from grad_gen import generate_grad
+        from grad_repro import grad_repro_source, shrink_grad
+        entry = entry_for(seed) if backend == "rotate" else backend
+        return SeedJob(entry, generate_grad(seed, framework), lambda p: check_grad(p, entry),
+                       lambda p, o: shrink_grad(p, entry, o, shrink_s),
+                       lambda p, note: grad_repro_source(p, entry, note))
+    from fuzz_check import check, shrink
     from fuzz_gen import generate
     from fuzz_program import repro_source
+    return SeedJob(backend, generate(seed, framework, big=big), lambda p: check(p, backend),
+                   lambda p, o: shrink(p, backend, o, shrink_s),
+                   lambda p, note: repro_source(p, backend, note))
+
+
+def worker(args: argparse.Namespace) -> None:
+    """Check seeds [start, stop) and print one JSON line per event (parent parses them)."""
+    from fuzz_check import Outcome
 
     def timeout(*_):
         raise TimeoutError(f"program took longer than {args.timeout_s} s")
@@ -50,21 +79,8 @@ def worker(args: argparse.Namespace) -> None:
     for seed in range(args.start, args.stop):
         big = args.big_every > 0 and seed % args.big_every == 0
         print(json.dumps({"start": seed}), flush=True)
-        if args.grad:
-            from grad_check import check_grad, entry_for
-            from grad_gen import generate_grad
-            from grad_repro import grad_repro_source, shrink_grad
-            entry = entry_for(seed) if backend == "rotate" else backend
-            program = generate_grad(seed, args.framework)
-            run = lambda p: check_grad(p, entry)  # noqa: E731
-            small_of = lambda p, o: shrink_grad(p, entry, o, args.shrink_s)  # noqa: E731
-            source = lambda p, note: grad_repro_source(p, entry, note)  # noqa: E731
-        else:
-            entry = backend
-            program = generate(seed, args.framework, big=big)
-            run = lambda p: check(p, backend)  # noqa: E731
-            small_of = lambda p, o: shrink(p, backend, o, args.shrink_s)  # noqa: E731
-            source = lambda p, note: repro_source(p, backend, note)  # noqa: E731
+        entry, program, run, small_of, source = seed_job(seed, args.framework, backend, args.grad,
+                                                         args.shrink_s, big)
         print(json.dumps({"generated": seed}), flush=True)  # eager ran every statement
         signal.alarm(args.timeout_s)
         try:

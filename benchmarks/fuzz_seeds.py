@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,36 +28,21 @@ def main() -> None:
     p.add_argument("--out", default=str(ROOT / "out" / "fuzz_seeds"))
     args = p.parse_args()
     os.environ["TPG_FUZZ_DEVICE"] = args.device  # read by tests/fuzz/fuzz_program.py
-    sys.path[:0] = [str(ROOT / "tests" / "fuzz"), str(ROOT)]
-    from fuzz_check import check, shrink
-    from fuzz_gen import generate
-    from fuzz_program import repro_source
-    from grad_check import check_grad, entry_for
-    from grad_gen import generate_grad
-    from grad_repro import grad_repro_source, shrink_grad
+    from fuzz import seed_job  # benchmarks/fuzz.py: also puts tests/fuzz on the path
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    backend = "rotate" if args.grad else args.backend
     for seed in args.seeds:
-        if args.grad:
-            entry = entry_for(seed)
-            program = generate_grad(seed, args.framework)
-            outcome = check_grad(program, entry)
-            if outcome.failed:
-                small, small_outcome = shrink_grad(program, entry, outcome, args.shrink_s)
-                source = grad_repro_source(small, entry, small_outcome.detail)
-        else:
-            entry = args.backend
-            program = generate(seed, args.framework, big=entry in ("auto", "tilelang") and seed % 8 == 0)
-            outcome = check(program, entry)
-            if outcome.failed:
-                small, small_outcome = shrink(program, entry, outcome, args.shrink_s)
-                source = repro_source(small, entry, small_outcome.detail)
-        print(f"seed {seed} {entry}: {outcome.status} {outcome.detail}", flush=True)
+        big = backend in ("auto", "tilelang") and seed % 8 == 0  # fuzz.py's default
+        job = seed_job(seed, args.framework, backend, args.grad, args.shrink_s, big)
+        outcome = job.run(job.program)
+        print(f"seed {seed} {job.entry}: {outcome.status} {outcome.detail}", flush=True)
         if outcome.failed:
-            name = out / f"{args.framework}-{entry}-{seed}.py"
-            name.write_text(source)
-            print(f"  minimal: {small_outcome.status} {small_outcome.detail} -> {name.name}", flush=True)
-
+            small, small_outcome = job.shrink(job.program, outcome)
+            name = out / f"{args.framework}-{job.entry}-{seed}.py"
+            name.write_text(job.source(small, small_outcome.detail))
+            print(f"  minimal: {small_outcome.status} {small_outcome.detail} -> {name.name}",
+                  flush=True)
 
 if __name__ == "__main__":
     main()
