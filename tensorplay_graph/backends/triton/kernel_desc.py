@@ -15,7 +15,7 @@ import keyword
 import math
 import re
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from ...errors import LoweringError
 from ...ir.meta import IOTA
@@ -56,6 +56,12 @@ def check_ident(name: str, what: str = "identifier") -> str:
 NEG_ZERO = "tl.full((), -2147483648, tl.int32).to(tl.float32, bitcast=True)"
 
 
+def spelled_otherwise(value: Any) -> bool:
+    """A float whose own ``repr`` does not compile to its value in a kernel: inf, nan, -0.0."""
+    return isinstance(value, float) and (not math.isfinite(value) or
+                                         (value == 0.0 and math.copysign(1.0, value) < 0))
+
+
 def literal(value) -> str:
     """Source text of a Python scalar constant (bool, int or float; inf/nan handled)."""
     if isinstance(value, bool):
@@ -63,13 +69,13 @@ def literal(value) -> str:
     if isinstance(value, int):
         return repr(value)
     if isinstance(value, float):
+        if not spelled_otherwise(value):
+            return repr(value)
         if math.isnan(value):
             return "float('nan')"
         if math.isinf(value):
             return "float('inf')" if value > 0 else "float('-inf')"
-        if value == 0.0 and math.copysign(1.0, value) < 0:
-            return NEG_ZERO
-        return repr(value)
+        return NEG_ZERO
     raise LoweringError(f"triton backend: constant {value!r} of type {type(value).__name__} "
                         "cannot be embedded in a kernel (only bool/int/float)")
 

@@ -3,7 +3,6 @@ describe each."""
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
@@ -15,7 +14,7 @@ from ...prims.pointwise_lowerings import HALF_FLOATS, round16_triton
 from ...prims.rules import scalar_kept_in_opmath
 from .grouping import Group, group_nodes, row_dims  # noqa: F401 - re-exported
 from .kernel_desc import (TL_DTYPES, KernelDesc, OutputArg, TensorArg, compute_dtype, is_iota,
-                          literal)
+                          literal, spelled_otherwise)
 from .plan import KernelPlan, PointwiseSpace, RowsSpace
 from .operands import (OPERAND_KEYS, integer_operand_dtype, literal_integers,
                        scalar_cast_dtype, is_node, node_meta, round_scalar)
@@ -55,10 +54,7 @@ class Step:
 def _scalar(value: Any) -> Any:
     """A scalar operand as templates take it: a number, or source text where the number's
     own text would not compile to its value (inf / nan, and -0.0: ``kernel_desc.NEG_ZERO``)."""
-    if isinstance(value, float) and (not math.isfinite(value) or
-                                     (value == 0.0 and math.copysign(1.0, value) < 0)):
-        return literal(value)
-    return value
+    return literal(value) if spelled_otherwise(value) else value
 
 
 def describe(group: Group, name: str, needed_outside: set) -> Tuple[KernelDesc, List[Any], List[Any], Any]:
